@@ -1,0 +1,122 @@
+#pragma once
+// The expression node types. An expression's C++ type carries its whole tree and its shape;
+// its value carries only run-time constants (a scale factor). Ops (linear.hpp, elementwise.hpp, ...)
+// supply the shape rule; to_ir.hpp turns any expression into an ir::graph.
+#include <concepts>
+#include <type_traits>
+#include <boost/hana/tuple.hpp>
+#include "ir.hpp"
+#include "shape.hpp"
+
+namespace attn::dsl {
+
+enum class terminal_kind { input, weight, lengths };
+
+// A tensor the kernel reads. Inputs and lengths have a batch dim; weights are shared by the batch.
+template <fixed_string Name, terminal_kind Kind, class... Dims>
+struct terminal {
+  static constexpr auto name_text = Name;
+  static constexpr terminal_kind kind = Kind;
+  using shape_type = hana::tuple<Dims...>;
+  static constexpr bool batched = Kind != terminal_kind::weight;
+  static constexpr bool free_placeholders = false;
+};
+
+// A scalar constant (a scale factor, a bias, a cap).
+struct constant {
+  float value;
+  using shape_type = hana::tuple<>;
+  static constexpr bool batched = false;
+  static constexpr bool free_placeholders = false;
+};
+
+// The size of a dim as a scalar, for rsqrt(Dk) or a slope that depends on a length.
+template <class Dim>
+struct dim_value {
+  using dim_type = Dim;
+  using shape_type = hana::tuple<>;
+  static constexpr bool batched = false;
+  static constexpr bool free_placeholders = false;
+};
+
+// score, q_idx, kv_idx, head: the free variables of masks and score modifiers.
+template <ir::placeholder Which>
+struct placeholder {
+  static constexpr ir::placeholder which = Which;
+  using shape_type = hana::tuple<>;
+  static constexpr bool batched = false;
+  static constexpr bool free_placeholders = true;
+};
+
+template <class T> struct is_expression : std::false_type {};
+template <fixed_string N, terminal_kind K, class... D> struct is_expression<terminal<N, K, D...>> : std::true_type {};
+template <> struct is_expression<constant> : std::true_type {};
+template <class D> struct is_expression<dim_value<D>> : std::true_type {};
+template <ir::placeholder W> struct is_expression<placeholder<W>> : std::true_type {};
+
+template <class T>
+concept expression = is_expression<std::remove_cvref_t<T>>::value;
+
+// An operation applied to argument expressions. Op supplies:
+//   static constexpr ir::op ir_kind;
+//   static constexpr auto shape(ArgShapes...)        -- the shape rule, with readable errors
+//   static constexpr bool binds_placeholders          -- mask / modify close over placeholders
+//   constexpr void annotate(ir::node&) const          -- extra data for the IR (optional)
+template <class Op, class... Args>
+struct node {
+  Op op;
+  hana::tuple<Args...> args;
+
+  using shape_type = decltype(Op::shape(typename Args::shape_type{}...));
+  static constexpr bool batched = (Args::batched || ... || false);
+  static constexpr bool free_placeholders = !Op::binds_placeholders && (Args::free_placeholders || ... || false);
+};
+template <class Op, class... A> struct is_expression<node<Op, A...>> : std::true_type {};
+
+// Anything that may stand where an expression is expected: numbers become constants, dims their sizes.
+template <class T>
+constexpr auto as_expr(const T& x) {
+  if constexpr (expression<T>) return x;
+  else if constexpr (std::is_arithmetic_v<T>) return constant{static_cast<float>(x)};
+  else if constexpr (is_dim_v<T>) return dim_value<T>{};
+  else static_assert(expression<T>, "not an attn expression, number or dim");
+}
+
+template <class T>
+concept operand = expression<T> || std::is_arithmetic_v<std::remove_cvref_t<T>> || is_dim_v<std::remove_cvref_t<T>>;
+
+template <class Op, class... Args>
+constexpr auto make_node(Op op, const Args&... args) {
+  return node<Op, std::remove_cvref_t<decltype(as_expr(args))>...>{op, hana::make_tuple(as_expr(args)...)};
+}
+
+template <expression E>
+constexpr auto shape_of(const E&) { return typename E::shape_type{}; }
+
+template <expression E>
+inline constexpr std::size_t rank_of = rank_v<typename E::shape_type>;
+
+// ---- terminals and placeholders a user writes ----
+
+template <fixed_string Name, class... Dims>
+constexpr auto input(Dims...) {
+  static_assert((is_dim_v<Dims> && ...), "input<\"name\">(dims...) takes dims");
+  return terminal<Name, terminal_kind::input, Dims...>{};
+}
+
+template <fixed_string Name, class... Dims>
+constexpr auto weight(Dims...) {
+  static_assert((is_dim_v<Dims> && ...), "weight<\"name\">(dims...) takes dims");
+  return terminal<Name, terminal_kind::weight, Dims...>{};
+}
+
+// Per-sequence valid lengths (int32, one per batch element), for key padding.
+template <fixed_string Name>
+inline constexpr terminal<Name, terminal_kind::lengths> lengths{};
+
+inline constexpr placeholder<ir::placeholder::score> score{};
+inline constexpr placeholder<ir::placeholder::q_idx> q_idx{};
+inline constexpr placeholder<ir::placeholder::kv_idx> kv_idx{};
+inline constexpr placeholder<ir::placeholder::head> head{};
+
+}  // namespace attn::dsl

@@ -1,0 +1,83 @@
+#pragma once
+// Multi-head structure: split a width D into H heads of D/H, attend per head, concatenate back.
+// Per-head weights W_Q^(i) (D × D/H) are the column blocks of one W_Q (D × D), so
+// split_heads(project(X, W_Q), H) is exactly the seeds' per-head projection.
+#include "expr.hpp"
+
+namespace attn::dsl {
+
+template <class H>
+struct split_heads_op {
+  static constexpr ir::op ir_kind = ir::op::split_heads;
+  static constexpr bool binds_placeholders = false;
+  // (..., T, D) -> (..., H, T, D/H)
+  template <class S>
+  static constexpr auto shape(S s) {
+    constexpr std::size_t r = rank_v<S>;
+    require_rank_at_least<"split_heads", r, 2>();
+    using D = dim_at<r - 1, S>;
+    if constexpr (!D::is_static)
+      shape_error<"split_heads: the width must be a static dim, got " + D::label>{};
+    else if constexpr (D::size % H::size != 0)
+      shape_error<"split_heads: " + D::label + " is not divisible by " + H::label>{};
+    return append(drop_back<2>(s), H{}, dim_at<r - 2, S>{}, quotient_dim<D, H>{});
+  }
+};
+
+struct concat_heads_op {
+  static constexpr ir::op ir_kind = ir::op::concat_heads;
+  static constexpr bool binds_placeholders = false;
+  // (..., H, T, D/H) -> (..., T, D)
+  template <class S>
+  static constexpr auto shape(S s) {
+    constexpr std::size_t r = rank_v<S>;
+    require_rank_at_least<"concat_heads", r, 3>();
+    using H = dim_at<r - 3, S>;
+    using Dh = dim_at<r - 1, S>;
+    if constexpr (H::role != dim_role::heads) shape_error<"concat_heads: expected a heads dim, got " + H::label>{};
+    if constexpr (requires { typename Dh::numerator; }) {
+      if constexpr (std::is_same_v<typename Dh::denominator, H>)
+        return append(drop_back<3>(s), dim_at<r - 2, S>{}, typename Dh::numerator{});
+      else return append(drop_back<3>(s), dim_at<r - 2, S>{}, dim_t<H::name_text + "*" + Dh::name_text, H::size * Dh::size>{});
+    } else {
+      return append(drop_back<3>(s), dim_at<r - 2, S>{}, dim_t<H::name_text + "*" + Dh::name_text, H::size * Dh::size>{});
+    }
+  }
+};
+
+template <std::size_t Axis>
+struct unsqueeze_op {
+  static constexpr ir::op ir_kind = ir::op::unsqueeze;
+  static constexpr bool binds_placeholders = false;
+  template <class S>
+  static constexpr auto shape(S s) {
+    constexpr std::size_t r = rank_v<S>;
+    if constexpr (Axis > r) shape_error<"unsqueeze: axis " + to_fixed_string<Axis>() + " is past the rank">{};
+    return hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<r + 1>), [](auto... i) {
+      return hana::make_tuple(pick<decltype(i)::value, S>()...);
+    });
+  }
+  template <std::size_t I, class S>
+  static constexpr auto pick() {
+    if constexpr (I < Axis) return dim_at<I, S>{};
+    else if constexpr (I == Axis) return unit_dim{};
+    else return dim_at<I - 1, S>{};
+  }
+  constexpr void annotate(ir::node& n) const { n.param = static_cast<int>(Axis); }
+};
+
+template <operand A, class H>
+constexpr auto split_heads(const A& a, H) {
+  static_assert(is_dim_v<H> && H::role == dim_role::heads && H::is_static,
+                "split_heads(x, H): H must be a heads dim, e.g. head_dim<\"H\", 8>");
+  return make_node(split_heads_op<H>{}, a);
+}
+
+template <operand A>
+constexpr auto concat_heads(const A& a) { return make_node(concat_heads_op{}, a); }
+
+// Insert a size-1 axis at Axis, so (Nq, A) and (Nk, A) broadcast to (Nq, Nk, A).
+template <std::size_t Axis, operand A>
+constexpr auto unsqueeze(const A& a) { return make_node(unsqueeze_op<Axis>{}, a); }
+
+}  // namespace attn::dsl

@@ -1,0 +1,113 @@
+#pragma once
+// An expression as readable math text, and as a Graphviz graph.
+#include <cstdio>
+#include <limits>
+#include <string>
+#include "to_ir.hpp"
+
+namespace attn::dsl {
+
+namespace detail {
+
+struct printed {
+  std::string text;
+  int precedence;  // higher binds tighter
+};
+
+inline std::string wrap(const printed& p, int at_least) { return p.precedence >= at_least ? p.text : "(" + p.text + ")"; }
+
+inline std::string number(double v) {
+  if (v == -std::numeric_limits<double>::infinity()) return "-∞";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+inline printed print(const ir::graph& g, int i) {
+  using ir::op;
+  const ir::node& n = g.at(i);
+  auto arg = [&](std::size_t k) { return print(g, n.args[k]); };
+  auto infix = [&](const char* sym, int prec) {
+    return printed{wrap(arg(0), prec) + sym + wrap(arg(1), prec + 1), prec};
+  };
+  switch (n.kind) {
+    case op::input: case op::weight: case op::lengths: return {std::string(n.name), 10};
+    case op::constant: return {number(n.value), n.value < 0 ? 8 : 10};
+    case op::dim_value:
+      return n.name.find('/') == std::string_view::npos ? printed{std::string(n.name), 10}
+                                                         : printed{"(" + std::string(n.name) + ")", 10};
+    case op::placeholder: {
+      constexpr const char* names[] = {"score", "q_idx", "kv_idx", "head"};
+      return {names[n.param], 10};
+    }
+    case op::matmul: return infix("·", 7);
+    case op::transpose: return {wrap(arg(0), 9) + "ᵀ", 9};
+    case op::softmax: return {"softmax(" + arg(0).text + ")", 10};
+    case op::neg: return {"-" + wrap(arg(0), 8), 8};
+    case op::tanh: case op::exp: case op::abs:
+      return {std::string(ir::op_name(n.kind)) + "(" + arg(0).text + ")", 10};
+    case op::sqrt: return {"√" + wrap(arg(0), 9), 9};
+    case op::rsqrt: return {"1/√" + wrap(arg(0), 9), 7};
+    case op::logical_not: return {"¬" + wrap(arg(0), 8), 8};
+    case op::add: return infix(" + ", 6);
+    case op::sub: return infix(" - ", 6);
+    case op::mul: return infix("·", 7);
+    case op::div: return infix("/", 7);
+    case op::minimum: case op::maximum:
+      return {std::string(ir::op_name(n.kind)) + "(" + arg(0).text + ", " + arg(1).text + ")", 10};
+    case op::lt: return infix(" < ", 5);
+    case op::le: return infix(" ≤ ", 5);
+    case op::gt: return infix(" > ", 5);
+    case op::ge: return infix(" ≥ ", 5);
+    case op::eq: return infix(" = ", 5);
+    case op::ne: return infix(" ≠ ", 5);
+    case op::logical_and: return infix(" ∧ ", 4);
+    case op::logical_or: return infix(" ∨ ", 3);
+    case op::select: return {"select(" + arg(0).text + ", " + arg(1).text + ", " + arg(2).text + ")", 10};
+    case op::mask: return {"mask(" + arg(0).text + " | " + arg(1).text + ")", 10};
+    case op::modify: return {"modify(" + arg(0).text + " | score ↦ " + arg(1).text + ")", 10};
+    case op::split_heads: return {"split_heads(" + arg(0).text + ", " + std::string(n.shape[n.shape.size() - 3].name) + ")", 10};
+    case op::concat_heads: return {"concat_heads(" + arg(0).text + ")", 10};
+    case op::unsqueeze: return {"unsqueeze(" + arg(0).text + ", " + std::to_string(n.param) + ")", 10};
+  }
+  return {"?", 10};
+}
+
+inline std::string shape_text(const std::vector<ir::dim>& s) {
+  std::string t = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::string(s[i].name);
+  return t + ")";
+}
+
+}  // namespace detail
+
+inline std::string to_string(const ir::graph& g) { return detail::print(g, g.root).text; }
+
+template <expression E>
+std::string to_string(const E& e) { return to_string(to_ir(e)); }
+
+// The expression as a Graphviz digraph: one box per node, labelled with its op and shape.
+inline std::string to_dot(const ir::graph& g) {
+  std::string s = "digraph attn {\n  rankdir=BT;\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::node& n = g.nodes[i];
+    std::string label = ir::is_terminal(n.kind) || n.kind == ir::op::dim_value ? std::string(n.name) : detail::print(g, int(i)).text;
+    if (!ir::is_terminal(n.kind) && n.kind != ir::op::constant && n.kind != ir::op::placeholder && n.kind != ir::op::dim_value)
+      label = std::string(ir::op_name(n.kind));
+    if (n.kind == ir::op::matmul) {
+      constexpr const char* kinds[] = {"matmul", "project", "combine"};
+      label = kinds[n.param];
+    }
+    std::string escaped;
+    for (char c : label + "\\n" + detail::shape_text(n.shape)) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+    const char* style = ir::is_terminal(n.kind) ? ", style=filled, fillcolor=\"#cde4f5\"" : "";
+    s += "  n" + std::to_string(i) + " [label=\"" + escaped + "\"" + style + "];\n";
+    for (int a : n.args) s += "  n" + std::to_string(a) + " -> n" + std::to_string(i) + ";\n";
+  }
+  return s + "}\n";
+}
+
+template <expression E>
+std::string to_dot(const E& e) { return to_dot(to_ir(e)); }
+
+}  // namespace attn::dsl

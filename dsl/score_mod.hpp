@@ -1,0 +1,40 @@
+#pragma once
+// Score modifiers: a new score written as an expression of `score` and the placeholders
+// q_idx, kv_idx, head (FlexAttention's score_mod, checked at compile time and fused).
+#include "elementwise.hpp"
+
+namespace attn::dsl {
+
+struct modify_op {
+  static constexpr ir::op ir_kind = ir::op::modify;
+  static constexpr bool binds_placeholders = true;
+  template <class S, class F>
+  static constexpr auto shape(S s, F f) {
+    require_rank_at_least<"modify: scores", rank_v<S>, 2>();
+    auto r = broadcast_shapes<"modify: modifier dims differ from the scores">(s, f);
+    static_assert(std::is_same_v<decltype(r), S>, "modify: the modifier must broadcast to the scores' shape");
+    return s;
+  }
+};
+
+// modify(S, f): each score s at (head, q_idx, kv_idx) becomes f with `score` = s.
+template <operand S, operand F>
+constexpr auto modify(const S& scores, const F& f) { return make_node(modify_op{}, scores, f); }
+
+// Relative position bias: score + slope·(kv_idx - q_idx).
+template <operand S>
+constexpr auto relative_bias(const S& scores, float slope) { return modify(scores, score + slope * (kv_idx - q_idx)); }
+
+// ALiBi: head h (0-based, of H heads) adds -m_h·(q_idx - kv_idx), with m_h = 2^(-8(h+1)/H).
+template <operand S, class H>
+constexpr auto alibi(const S& scores, H heads) {
+  static_assert(is_dim_v<H> && H::is_static, "alibi(scores, H): H is the static heads dim");
+  (void)heads;
+  return modify(scores, score - exp((head + 1) * (-8.0f * 0.69314718f / float(H::size))) * (q_idx - kv_idx));
+}
+
+// Soft-capping (Gemma 2, Grok): cap·tanh(score / cap) keeps logits inside (-cap, cap).
+template <operand S>
+constexpr auto softcap(const S& scores, float cap) { return modify(scores, cap * tanh(score / cap)); }
+
+}  // namespace attn::dsl

@@ -1,0 +1,112 @@
+#pragma once
+// Expression type -> ir::graph. constexpr, so the cost model can run inside static_assert.
+#include <stdexcept>
+#include <boost/hana/for_each.hpp>
+#include "expr.hpp"
+
+namespace attn::dsl {
+
+namespace detail {
+
+template <class D>
+constexpr ir::dim ir_dim() {
+  ir::dim d{D::name, D::size, D::role, {}, {}, 0, 0};
+  if constexpr (requires { typename D::numerator; }) {
+    d.numerator = D::numerator::name;
+    d.denominator = D::denominator::name;
+    d.numerator_size = D::numerator::size;
+    d.denominator_size = D::denominator::size;
+  }
+  return d;
+}
+
+template <class Shape>
+constexpr std::vector<ir::dim> ir_shape() {
+  return hana::unpack(Shape{}, [](auto... d) { return std::vector<ir::dim>{ir_dim<decltype(d)>()...}; });
+}
+
+struct builder {
+  ir::graph g;
+
+  constexpr int add(ir::node n) {
+    g.nodes.push_back(std::move(n));
+    return static_cast<int>(g.nodes.size()) - 1;
+  }
+
+  // The same tensor may appear several times (x in Q, K and V); it is one kernel argument.
+  constexpr int add_terminal(ir::node n) {
+    for (int t : g.terminals) {
+      const ir::node& seen = g.at(t);
+      if (seen.name == n.name) {
+        if (seen.kind != n.kind || seen.shape != n.shape)
+          throw std::logic_error("two different tensors share the name '" + std::string(n.name) + "'");
+        return t;
+      }
+    }
+    int i = add(std::move(n));
+    g.terminals.push_back(i);
+    return i;
+  }
+};
+
+template <class E>
+constexpr ir::node base_node(ir::op kind) {
+  ir::node n;
+  n.kind = kind;
+  n.shape = ir_shape<typename E::shape_type>();
+  n.batched = E::batched;
+  return n;
+}
+
+template <fixed_string N, terminal_kind K, class... D>
+constexpr int emit(builder& b, const terminal<N, K, D...>&) {
+  using E = terminal<N, K, D...>;
+  constexpr ir::op kinds[] = {ir::op::input, ir::op::weight, ir::op::lengths};
+  ir::node n = base_node<E>(kinds[static_cast<int>(K)]);
+  n.name = terminal<N, K, D...>::name_text.view();
+  return b.add_terminal(std::move(n));
+}
+
+constexpr int emit(builder& b, const constant& c) {
+  ir::node n = base_node<constant>(ir::op::constant);
+  n.value = c.value;
+  return b.add(std::move(n));
+}
+
+template <class D>
+constexpr int emit(builder& b, const dim_value<D>&) {
+  ir::node n = base_node<dim_value<D>>(ir::op::dim_value);
+  n.name = D::name;
+  n.value = static_cast<double>(D::size);
+  return b.add(std::move(n));
+}
+
+template <ir::placeholder W>
+constexpr int emit(builder& b, const placeholder<W>&) {
+  ir::node n = base_node<placeholder<W>>(ir::op::placeholder);
+  n.param = static_cast<int>(W);
+  return b.add(std::move(n));
+}
+
+template <class Op, class... A>
+constexpr int emit(builder& b, const node<Op, A...>& e) {
+  std::vector<int> args;
+  hana::for_each(e.args, [&](const auto& a) { args.push_back(emit(b, a)); });
+  ir::node n = base_node<node<Op, A...>>(Op::ir_kind);
+  n.args = std::move(args);
+  if constexpr (requires { e.op.annotate(n); }) e.op.annotate(n);
+  return b.add(std::move(n));
+}
+
+}  // namespace detail
+
+template <expression E>
+constexpr ir::graph to_ir(const E& e) {
+  static_assert(!E::free_placeholders,
+                "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
+  detail::builder b;
+  b.g.root = detail::emit(b, e);
+  return b.g;
+}
+
+}  // namespace attn::dsl

@@ -1,0 +1,67 @@
+#include "cpu_schedule.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+// Fuse the given adjacent loop vars (innermost first) into one and return it.
+template <class Stage>
+VarOrRVar fuse_all(Stage s, const std::vector<Var>& vars) {
+  VarOrRVar acc = vars.front();
+  for (std::size_t j = 1; j < vars.size(); ++j) {
+    Var fused(vars[j].name() + "_f");
+    s.fuse(acc, vars[j], fused);
+    acc = fused;
+  }
+  return acc;
+}
+
+// Vectorise the innermost var, run the rest as one parallel loop; returns that loop's var.
+VarOrRVar vectorize_and_parallelize(Func f, const std::vector<Var>& vars, int vec) {
+  f.vectorize(vars.front(), vec, TailStrategy::GuardWithIf);
+  if (vars.size() < 2) return Var::outermost();
+  VarOrRVar outer = fuse_all(f, std::vector<Var>(vars.begin() + 1, vars.end()));
+  f.parallel(outer);
+  return outer;
+}
+
+}  // namespace
+
+void schedule_cpu(lowered& l, const Target& target) {
+  const int vec = target.natural_vector_size<float>();
+  for (lowered::stage& st : l.stages) {
+    Func f = st.func;
+    const std::vector<Var>& v = st.vars;  // innermost first
+    f.compute_root();
+    switch (st.kind) {
+      case lowered::stage::layout:
+        vectorize_and_parallelize(f, v, vec);
+        break;
+      case lowered::stage::product: {
+        // for outer: for k: for n (vectorised): f(n, m) += a(k, m) · b(n, k)
+        f.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+        Var no("no"), ni("ni");
+        Stage u = f.update();
+        u.split(v.front(), no, ni, vec, TailStrategy::GuardWithIf).vectorize(ni);
+        std::vector<VarOrRVar> order{ni, no, st.reduction.x};
+        order.insert(order.end(), v.begin() + 1, v.end());
+        u.reorder(order);
+        if (v.size() >= 2) u.parallel(fuse_all(u, std::vector<Var>(v.begin() + 1, v.end())));
+        break;
+      }
+      case lowered::stage::softmax_row: {
+        VarOrRVar row = vectorize_and_parallelize(f, v, vec);
+        for (Func helper : {st.row_max, st.row_exp, st.row_sum}) {
+          if (v.size() >= 2) helper.compute_at(f, row.var);
+          else helper.compute_root();
+        }
+        st.row_exp.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace attn::gen

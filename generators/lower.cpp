@@ -1,0 +1,277 @@
+#include "lower.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+namespace attn::gen {
+
+using namespace Halide;
+
+std::vector<Expr> halide_args(const std::vector<Expr>& row_major, const Expr& batch, bool batched) {
+  std::vector<Expr> args(row_major.rbegin(), row_major.rend());
+  if (batched) args.push_back(batch);
+  return args;
+}
+
+namespace {
+
+// What the placeholders stand for inside a mask predicate or score modifier.
+struct placeholders {
+  Expr score, q_idx, kv_idx, head;
+};
+
+const Expr minus_infinity = Internal::make_const(Float(32), -std::numeric_limits<double>::infinity());
+
+class lowering {
+ public:
+  lowering(const ir::graph& g, const bound_dims& bound) : g_(g), bound_(bound) {
+    for (int t : g_.terminals) {
+      const ir::node& n = g_.at(t);
+      Type type = n.kind == ir::op::lengths ? Int(32) : Float(32);
+      int dims = static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0);
+      params_.emplace(t, ImageParam(type, dims, "p_" + std::string(n.name)));
+      // A per-sequence scalar shared by the batch has batch stride 0: let its only dim have any stride.
+      if (n.shape.empty() && n.batched) params_.at(t).dim(0).set_stride(Expr());
+      out_.params.push_back(params_.at(t));
+    }
+  }
+
+  lowered run() {
+    const ir::node& root = g_.output();
+    out_.output_batched = root.batched;
+    if (is_materialized(root.kind)) {
+      out_.output = func(g_.root);
+    } else {
+      auto [f, vars] = new_func("output", root);
+      f(halide_args(as_exprs(vars), batch_, root.batched)) = value(g_.root, as_exprs(vars), {});
+      out_.stages.push_back({f, halide_vars(vars, root.batched), lowered::stage::layout, {}, {}, {}, {}});
+      out_.output = f;
+    }
+    for (int i = static_cast<int>(g_.nodes.size()) - 1; i >= 0; --i)
+      if (g_.at(i).kind == ir::op::softmax) {
+        out_.weights = func(i);
+        out_.weights_batched = g_.at(i).batched;
+        break;
+      }
+    return out_;
+  }
+
+ private:
+  static bool is_materialized(ir::op k) {
+    return k == ir::op::matmul || k == ir::op::softmax || k == ir::op::transpose;
+  }
+
+  static std::vector<Expr> as_exprs(const std::vector<Var>& v) { return {v.begin(), v.end()}; }
+
+  std::vector<Var> halide_vars(const std::vector<Var>& row_major, bool batched) const {
+    std::vector<Var> v(row_major.rbegin(), row_major.rend());
+    if (batched) v.push_back(batch_);
+    return v;
+  }
+
+  std::pair<Func, std::vector<Var>> new_func(const std::string& what, const ir::node& n) {
+    std::vector<Var> vars;
+    for (std::size_t k = 0; k < n.shape.size(); ++k) vars.emplace_back(what + "_" + std::string(n.shape[k].name) + std::to_string(k));
+    return {Func(Float(32), static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0), what + std::to_string(count_++)), vars};
+  }
+
+  // The extent of a dim: static, bound at jit time, or read off the first tensor that has it.
+  Expr extent(std::string_view name, std::int64_t size) const {
+    if (size > 0) return Expr(static_cast<int>(size));
+    if (auto it = bound_.find(name); it != bound_.end()) return Expr(static_cast<int>(it->second));
+    for (int t : g_.terminals) {
+      const ir::node& n = g_.at(t);
+      for (std::size_t k = 0; k < n.shape.size(); ++k)
+        if (n.shape[k].name == name) return params_.at(t).dim(static_cast<int>(n.shape.size() - 1 - k)).extent();
+    }
+    throw std::logic_error("dim " + std::string(name) + " appears in no tensor");
+  }
+
+  // Index a child of rank <= parent's: it takes the trailing indices; size-1 axes read index 0.
+  std::vector<Expr> broadcast_index(int child, const std::vector<Expr>& idx) const {
+    const auto& s = g_.at(child).shape;
+    std::vector<Expr> r(idx.end() - static_cast<std::ptrdiff_t>(s.size()), idx.end());
+    for (std::size_t k = 0; k < s.size(); ++k)
+      if (s[k].role == ir::dim_role::unit) r[k] = 0;
+    return r;
+  }
+
+  Expr arg(const ir::node& n, std::size_t k, const std::vector<Expr>& idx, const placeholders& ph) {
+    return value(n.args[k], broadcast_index(n.args[k], idx), ph);
+  }
+
+  // The value of node i at a row-major index (batch implied by batch_).
+  Expr value(int i, const std::vector<Expr>& idx, const placeholders& ph) {
+    using ir::op;
+    const ir::node& n = g_.at(i);
+    auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
+    switch (n.kind) {
+      case op::input: case op::weight: case op::lengths:
+        return params_.at(i)(halide_args(idx, batch_, n.batched));
+      case op::constant: return Internal::make_const(Float(32), n.value);
+      case op::dim_value: return cast<float>(extent(n.name, static_cast<std::int64_t>(n.value)));
+      case op::placeholder: {
+        const Expr* which[] = {&ph.score, &ph.q_idx, &ph.kv_idx, &ph.head};
+        return *which[n.param];
+      }
+      case op::matmul: case op::softmax: case op::transpose:
+        return func(i)(halide_args(idx, batch_, n.batched));
+      case op::neg: return -a(0);
+      case op::tanh: return Halide::tanh(a(0));
+      case op::exp: return Halide::exp(a(0));
+      case op::abs: return cast(Float(32), Halide::abs(a(0)));
+      case op::sqrt: return Halide::sqrt(a(0));
+      case op::rsqrt: return 1.0f / Halide::sqrt(a(0));
+      case op::logical_not: return !a(0);
+      case op::add: return a(0) + a(1);
+      case op::sub: return a(0) - a(1);
+      case op::mul: return a(0) * a(1);
+      case op::div: return a(0) / a(1);
+      case op::minimum: return Halide::min(a(0), a(1));
+      case op::maximum: return Halide::max(a(0), a(1));
+      case op::lt: return a(0) < a(1);
+      case op::le: return a(0) <= a(1);
+      case op::gt: return a(0) > a(1);
+      case op::ge: return a(0) >= a(1);
+      case op::eq: return a(0) == a(1);
+      case op::ne: return a(0) != a(1);
+      case op::logical_and: return a(0) && a(1);
+      case op::logical_or: return a(0) || a(1);
+      case op::select: return Halide::select(a(0), a(1), a(2));
+      case op::mask: case op::modify: {
+        Expr s = a(0);
+        placeholders inner = score_placeholders(n, idx, s);
+        Expr f = arg(n, 1, idx, inner);
+        return n.kind == op::mask ? Halide::select(f, s, minus_infinity) : cast(Float(32), f);
+      }
+      case op::split_heads: {  // (.., h, t, dh) reads (.., t, h*Dh + dh)
+        std::size_t r = idx.size();
+        Expr width = static_cast<int>(n.shape.back().size);
+        std::vector<Expr> c(idx.begin(), idx.end() - 3);
+        c.push_back(idx[r - 2]);
+        c.push_back(idx[r - 3] * width + idx[r - 1]);
+        return value(n.args[0], c, ph);
+      }
+      case op::concat_heads: {  // (.., t, d) reads (.., d / Dh, t, d % Dh)
+        std::size_t r = idx.size();
+        Expr width = static_cast<int>(g_.at(n.args[0]).shape.back().size);
+        std::vector<Expr> c(idx.begin(), idx.end() - 2);
+        c.push_back(idx[r - 1] / width);
+        c.push_back(idx[r - 2]);
+        c.push_back(idx[r - 1] % width);
+        return value(n.args[0], c, ph);
+      }
+      case op::unsqueeze: {
+        std::vector<Expr> c = idx;
+        c.erase(c.begin() + n.param);
+        return value(n.args[0], c, ph);
+      }
+    }
+    throw std::logic_error("lower: unknown op");
+  }
+
+  placeholders score_placeholders(const ir::node& n, const std::vector<Expr>& idx, Expr s) const {
+    std::size_t r = idx.size();
+    Expr head = 0;
+    for (std::size_t k = 0; k < r; ++k)
+      if (n.shape[k].role == ir::dim_role::heads) head = idx[k];
+    return {std::move(s), idx[r - 2], idx[r - 1], head};
+  }
+
+  // Products, softmax and transposes are computed into their own Funcs (scheduled in cpu_schedule).
+  Func func(int i) {
+    if (auto it = funcs_.find(i); it != funcs_.end()) return it->second;
+    const ir::node& n = g_.at(i);
+    auto [f, vars] = new_func(std::string(ir::op_name(n.kind)), n);
+    std::vector<Expr> idx = as_exprs(vars);
+    auto lhs = [&](const std::vector<Expr>& at) { return halide_args(at, batch_, n.batched); };
+    lowered::stage st{f, halide_vars(vars, n.batched), lowered::stage::layout, {}, {}, {}, {}};
+    if (n.kind == ir::op::transpose) {
+      std::vector<Expr> c = idx;
+      std::swap(c[c.size() - 1], c[c.size() - 2]);
+      f(lhs(idx)) = value(n.args[0], c, {});
+    } else if (n.kind == ir::op::matmul) {
+      st.reduction = define_product(n, f, idx, lhs);
+      st.kind = lowered::stage::product;
+    } else {
+      define_softmax(n, f, idx, lhs, st);
+      st.kind = lowered::stage::softmax_row;
+    }
+    funcs_.emplace(i, f);
+    out_.stages.push_back(st);
+    return f;
+  }
+
+  template <class Lhs>
+  RDom define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, const Lhs& lhs) {
+    const auto& sa = g_.at(n.args[0]).shape;
+    const auto& sb = g_.at(n.args[1]).shape;
+    RDom k(0, extent(sa.back().name, sa.back().size), "k");
+    std::vector<Expr> ia, ib;
+    if (sb.size() == 1) {  // (.., M, K)·(K)
+      ia = idx;
+      ia.push_back(k);
+      ib = {k};
+    } else if (sa.size() == 1) {  // (K)·(.., K, N)
+      ia = {k};
+      ib.assign(idx.begin(), idx.end() - 1);
+      ib.push_back(k);
+      ib.push_back(idx.back());
+    } else {  // (.., M, K)·(.., K, N), leading dims broadcast
+      std::vector<Expr> lead(idx.begin(), idx.end() - 2);
+      ia = lead_index(sa, lead);
+      ia.push_back(idx[idx.size() - 2]);
+      ia.push_back(k);
+      ib = lead_index(sb, lead);
+      ib.push_back(k);
+      ib.push_back(idx.back());
+    }
+    f(lhs(idx)) = 0.0f;
+    f(lhs(idx)) += value(n.args[0], ia, {}) * value(n.args[1], ib, {});
+    return k;
+  }
+
+  // A matrix operand's leading (batch-like) dims, aligned from the right against the output's.
+  static std::vector<Expr> lead_index(const std::vector<ir::dim>& s, const std::vector<Expr>& lead) {
+    std::size_t own = s.size() - 2;
+    std::vector<Expr> r(lead.end() - static_cast<std::ptrdiff_t>(own), lead.end());
+    for (std::size_t k = 0; k < own; ++k)
+      if (s[k].role == ir::dim_role::unit) r[k] = 0;
+    return r;
+  }
+
+  // Safe softmax over the last axis. A row that is all -inf gets weights 0 (sum 0), never NaN.
+  template <class Lhs>
+  void define_softmax(const ir::node& n, Func& f, const std::vector<Expr>& idx, const Lhs& lhs, lowered::stage& st) {
+    const ir::dim& last = n.shape.back();
+    RDom k(0, extent(last.name, last.size), "k");
+    std::vector<Expr> row(idx.begin(), idx.end() - 1), at_k = row;
+    at_k.push_back(k);
+    Func m("row_max"), e("row_exp"), s("row_sum");
+    auto row_args = halide_args(row, batch_, n.batched);
+    m(row_args) = minus_infinity;
+    m(row_args) = Halide::max(m(row_args), value(n.args[0], at_k, {}));
+    Expr shift = Halide::select(m(row_args) == minus_infinity, 0.0f, m(row_args));
+    e(lhs(idx)) = Halide::exp(value(n.args[0], idx, {}) - shift);
+    s(row_args) = 0.0f;
+    s(row_args) += e(lhs(at_k));
+    f(lhs(idx)) = Halide::select(s(row_args) > 0.0f, e(lhs(idx)) / s(row_args), 0.0f);
+    st.row_max = m;
+    st.row_exp = e;
+    st.row_sum = s;
+  }
+
+  const ir::graph& g_;
+  const bound_dims& bound_;
+  std::map<int, ImageParam> params_;
+  std::map<int, Func> funcs_;
+  Var batch_{"batch"};
+  int count_ = 0;
+  lowered out_;
+};
+
+}  // namespace
+
+lowered lower(const ir::graph& g, const bound_dims& bound) { return lowering(g, bound).run(); }
+
+}  // namespace attn::gen

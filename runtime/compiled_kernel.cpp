@@ -1,0 +1,227 @@
+#include "kernel.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <Halide.h>
+#include "generators/cpu_schedule.hpp"
+#include "generators/lower.hpp"
+#include "halide_buffers.hpp"
+#include "tensor_checks.hpp"
+
+namespace attn {
+
+struct compiled_kernel::impl {
+  ir::graph graph;
+  jit_options options;
+  detail::dim_sizes bound;
+  Halide::Target target;
+  gen::lowered lowered;
+  Halide::Pipeline pipeline;
+  std::vector<Halide::Argument> arguments;
+  Halide::Callable callable;
+};
+
+namespace {
+
+detail::dim_sizes bound_dims(const jit_options& o) {
+  detail::dim_sizes b;
+  for (const auto& d : o.bind) b.emplace(std::string(d.name), d.size);
+  return b;
+}
+
+std::string cache_key(const ir::graph& g, const jit_options& o) {
+  std::string k = ir::serialize(g) + "|target=" + o.target + "|schedule=" + o.schedule + "|weights=" + (o.with_weights ? "1" : "0");
+  for (const auto& [name, size] : bound_dims(o)) k += "|" + name + "=" + std::to_string(size);
+  return k;
+}
+
+// Halide reports errors through a handler; collect the text so it can become an exception.
+struct error_context : Halide::JITUserContext {
+  std::string message;
+  error_context() {
+    handlers.custom_error = [](Halide::JITUserContext* ctx, const char* msg) {
+      static_cast<error_context*>(ctx)->message += msg;
+    };
+  }
+};
+
+// Callable takes its buffers as a parameter pack; dispatch a run-time count onto one.
+using call_fn = int (*)(const Halide::Callable&, Halide::JITUserContext*, halide_buffer_t* const*);
+template <std::size_t... I>
+int call_with(const Halide::Callable& c, Halide::JITUserContext* ctx, halide_buffer_t* const* b) {
+  return c(ctx, b[I]...);
+}
+template <std::size_t... N>
+constexpr auto make_call_table(std::index_sequence<N...>) {
+  return std::array<call_fn, sizeof...(N)>{[]<std::size_t... I>(std::index_sequence<I...>) -> call_fn {
+    return &call_with<I...>;
+  }(std::make_index_sequence<N>{})...};
+}
+constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
+
+std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o) {
+  auto p = std::make_unique<compiled_kernel::impl>();
+  p->graph = g;
+  p->options = o;
+  p->bound = bound_dims(o);
+  if (o.schedule != "default") throw compile_error("unknown schedule '" + o.schedule + "' (available: default)");
+  try {
+    p->target = Halide::Target(o.target == "host" ? Halide::get_host_target().to_string() : o.target);
+  } catch (const Halide::Error& e) {
+    throw compile_error("unknown target '" + o.target + "': " + e.what());
+  }
+  try {
+    p->lowered = gen::lower(g, p->bound);
+    if (o.with_weights && !p->lowered.weights.defined())
+      throw argument_error("with_weights: the expression has no softmax");
+    gen::schedule_cpu(p->lowered, p->target);
+    p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
+    for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
+    p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+  } catch (const Halide::Error& e) {
+    throw compile_error(std::string("Halide: ") + e.what());
+  }
+  if (p->arguments.size() + 2 >= call_table.size()) throw compile_error("too many tensors for one kernel");
+  return p;
+}
+
+struct cache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_future<std::shared_ptr<const compiled_kernel>>> kernels;
+};
+cache& the_cache() {
+  static cache c;
+  return c;
+}
+
+}  // namespace
+
+compiled_kernel::compiled_kernel(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+compiled_kernel::~compiled_kernel() = default;
+
+std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
+  const std::string key = cache_key(g, o);
+  cache& c = the_cache();
+  std::promise<std::shared_ptr<const compiled_kernel>> promise;
+  std::shared_future<std::shared_ptr<const compiled_kernel>> future;
+  {
+    std::lock_guard lock(c.mutex);
+    if (auto it = c.kernels.find(key); it != c.kernels.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      c.kernels.emplace(key, future);
+      future = {};
+    }
+  }
+  if (future.valid()) return future.get();  // compiled, or being compiled by another thread
+  try {
+    auto k = std::make_shared<const compiled_kernel>(compile(g, o));
+    promise.set_value(k);
+    return k;
+  } catch (...) {
+    {
+      std::lock_guard lock(c.mutex);
+      c.kernels.erase(key);  // a later call may try again (e.g. with other options)
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+std::size_t compiled_kernel::cache_size() {
+  std::lock_guard lock(the_cache().mutex);
+  return the_cache().kernels.size();
+}
+
+const ir::graph& compiled_kernel::graph() const { return impl_->graph; }
+const jit_options& compiled_kernel::options() const { return impl_->options; }
+
+std::vector<std::string> compiled_kernel::parameter_names() const {
+  std::vector<std::string> names;
+  for (int t : impl_->graph.terminals) names.emplace_back(impl_->graph.at(t).name);
+  return names;
+}
+
+std::string compiled_kernel::loop_nest() const {
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("attn_loop_nest_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".stmt");
+  impl_->pipeline.compile_to_lowered_stmt(path, impl_->arguments, Halide::StmtOutputFormat::Text, impl_->target);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  return text;
+}
+
+outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
+  const detail::call_shape call = detail::check_inputs(impl_->graph, inputs, impl_->bound);
+  outputs out;
+  out.output = tensor<float>(detail::result_sizes(impl_->graph.output(), call));
+  tensor_view weights_view;
+  if (impl_->options.with_weights) {
+    int softmax = -1;
+    for (int i = 0; i < static_cast<int>(impl_->graph.nodes.size()); ++i)
+      if (impl_->graph.at(i).kind == ir::op::softmax) softmax = i;
+    out.weights = tensor<float>(detail::result_sizes(impl_->graph.at(softmax), call));
+    weights_view = out.weights.view();
+  }
+  run_into(inputs, out.output.view(), impl_->options.with_weights ? &weights_view : nullptr);
+  return out;
+}
+
+void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights) const {
+  const ir::graph& g = impl_->graph;
+  const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
+  detail::check_output("output", output, detail::result_sizes(g.output(), call));
+  const ir::node* softmax = nullptr;
+  for (const ir::node& n : g.nodes)
+    if (n.kind == ir::op::softmax) softmax = &n;
+  if (weights != nullptr) {
+    if (!impl_->options.with_weights) throw argument_error("weights requested, but the kernel was compiled without with_weights");
+    detail::check_output("weights", *weights, detail::result_sizes(*softmax, call));
+  } else if (impl_->options.with_weights) {
+    throw argument_error("this kernel was compiled with_weights: pass a weights tensor too");
+  }
+
+  // Halide wants unit innermost strides: copy the few views that lack one.
+  std::vector<tensor<float>> float_copies;
+  std::vector<tensor<std::int32_t>> int_copies;
+  auto usable = [&](const tensor_view& v) -> tensor_view {
+    if (detail::halide_compatible(v)) return v;
+    std::vector<std::int64_t> sizes(v.sizes.begin(), v.sizes.begin() + v.rank);
+    tensor_view dense;
+    if (v.type == dtype::f32) dense = float_copies.emplace_back(sizes).view();
+    else dense = int_copies.emplace_back(sizes).view();
+    detail::strided_copy(v, dense);
+    return dense;
+  };
+  float_copies.reserve(inputs.size() + 2);
+  int_copies.reserve(inputs.size());
+
+  std::vector<std::unique_ptr<detail::halide_buffer>> buffers;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const ir::node& t = g.at(g.terminals[i]);
+    const bool missing_batch = t.batched && inputs[i].rank == static_cast<int>(t.shape.size());
+    buffers.push_back(std::make_unique<detail::halide_buffer>(usable(inputs[i]), missing_batch, call.batch));
+  }
+  auto add_output = [&](const ir::node& n, const tensor_view& v) -> tensor_view {
+    tensor_view target = detail::halide_compatible(v) ? v : usable(v);
+    buffers.push_back(std::make_unique<detail::halide_buffer>(target, n.batched && !call.explicit_batch, call.batch));
+    return target;
+  };
+  const tensor_view out_target = add_output(g.output(), output);
+  const tensor_view weights_target = weights ? add_output(*softmax, *weights) : tensor_view{};
+
+  std::vector<halide_buffer_t*> args;
+  for (auto& b : buffers) args.push_back(&b->buf);
+  error_context ctx;
+  if (call_table[args.size()](impl_->callable, &ctx, args.data()) != 0)
+    throw error("kernel failed: " + ctx.message);
+  if (out_target.data != output.data) detail::strided_copy(out_target, output);
+  if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
+}
+
+}  // namespace attn

@@ -1,0 +1,28 @@
+#pragma once
+// Typed run-time errors. Messages name the tensor, the dim, what was expected and what was given.
+#include <stdexcept>
+#include <string>
+
+namespace attn {
+
+struct error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// Wrong rank or size, or two tensors disagreeing on a shared dim.
+struct shape_error : error {
+  using error::error;
+};
+// A tensor of the wrong element type.
+struct dtype_error : error {
+  using error::error;
+};
+// Wrong number of tensors, a null pointer, an output that overlaps nothing sensible.
+struct argument_error : error {
+  using error::error;
+};
+// Halide refused the pipeline, or the target is unknown.
+struct compile_error : error {
+  using error::error;
+};
+
+}  // namespace attn

@@ -1,0 +1,49 @@
+#pragma once
+// The one translation from attn tensor views (row-major) to halide_buffer_t (innermost first).
+#include <cstring>
+#include <vector>
+#include <HalideRuntime.h>
+#include "tensor.hpp"
+
+namespace attn::detail {
+
+// A halide_buffer_t over a view, with an optional leading batch dim added as (extent, stride 0):
+// a tensor given without a batch dim is shared by the whole batch.
+struct halide_buffer {
+  halide_buffer_t buf{};
+  std::vector<halide_dimension_t> dims;
+
+  halide_buffer(const tensor_view& v, bool add_batch, std::int64_t batch) {
+    for (int k = v.rank - 1; k >= 0; --k)
+      dims.push_back({0, static_cast<int32_t>(v.size(k)), static_cast<int32_t>(v.size(k) == 1 ? 0 : v.stride(k)), 0});
+    if (add_batch) dims.push_back({0, static_cast<int32_t>(batch), 0, 0});
+    // Halide requires the innermost stride to be 1; a size-1 axis may claim it.
+    if (!dims.empty() && dims.front().extent == 1) dims.front().stride = 1;
+    buf.host = static_cast<uint8_t*>(v.data);
+    buf.type = v.type == dtype::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_int, 32);
+    buf.dimensions = static_cast<int32_t>(dims.size());
+    buf.dim = dims.data();
+  }
+  halide_buffer(const halide_buffer&) = delete;
+  halide_buffer& operator=(const halide_buffer&) = delete;
+};
+
+// Copies src into dst element by element (same sizes, 4-byte elements, any strides).
+inline void strided_copy(const tensor_view& src, const tensor_view& dst) {
+  std::vector<std::int64_t> i(static_cast<std::size_t>(src.rank), 0);
+  const std::int64_t n = src.elements();
+  for (std::int64_t e = 0; e < n; ++e) {
+    std::int64_t so = 0, d_o = 0;
+    for (int k = 0; k < src.rank; ++k) so += i[static_cast<std::size_t>(k)] * src.stride(k), d_o += i[static_cast<std::size_t>(k)] * dst.stride(k);
+    std::memcpy(static_cast<char*>(dst.data) + d_o * 4, static_cast<const char*>(src.data) + so * 4, 4);
+    for (int k = src.rank - 1; k >= 0; --k) {
+      if (++i[static_cast<std::size_t>(k)] < src.size(k)) break;
+      i[static_cast<std::size_t>(k)] = 0;
+    }
+  }
+}
+
+// Does Halide accept this view as it is? (innermost stride 1, or innermost size 1)
+inline bool halide_compatible(const tensor_view& v) { return v.rank == 0 || v.size(v.rank - 1) == 1 || v.stride(v.rank - 1) == 1; }
+
+}  // namespace attn::detail

@@ -1,0 +1,66 @@
+#pragma once
+// attn::jit(expr [, options]): compile an expression for this machine once, then call it.
+//   auto k = attn::jit(y);
+//   attn::tensor<float> out = k(x, wq, wk, wv);   // tensors in order of first appearance in y
+// Tensors may carry a leading batch dim (inputs, lengths) or not (batch of 1); weights never do.
+#include <array>
+#include <utility>
+#include "dsl/dsl.hpp"
+#include "kernel.hpp"
+
+namespace attn {
+
+template <dsl::expression E>
+class kernel {
+ public:
+  static constexpr std::size_t arity = dsl::to_ir(E{}).terminals.size();
+
+  explicit kernel(std::shared_ptr<const compiled_kernel> k) : k_(std::move(k)) {}
+
+  template <class... T>
+  tensor<float> operator()(const T&... inputs) const {
+    return run(inputs...).output;
+  }
+
+  // The output and, if compiled with_weights, the attention weights.
+  template <class... T>
+  outputs run(const T&... inputs) const {
+    check_arity<sizeof...(T)>();
+    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    return k_->run(views);
+  }
+
+  // Writes into the caller's memory (any strides); untouched if a check fails.
+  template <class... T>
+  void into(const tensor_view& output, const T&... inputs) const {
+    check_arity<sizeof...(T)>();
+    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    k_->run_into(views, output, nullptr);
+  }
+
+  template <class... T>
+  void into_with_weights(const tensor_view& output, const tensor_view& weights, const T&... inputs) const {
+    check_arity<sizeof...(T)>();
+    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    k_->run_into(views, output, &weights);
+  }
+
+  std::vector<std::string> parameters() const { return k_->parameter_names(); }
+  std::string loop_nest() const { return k_->loop_nest(); }
+  const compiled_kernel& compiled() const { return *k_; }
+
+ private:
+  template <std::size_t N>
+  static constexpr void check_arity() {
+    static_assert(N == arity, "kernel call: pass one tensor per input, weight and lengths of the expression, "
+                              "in order of first appearance (see kernel::parameters())");
+  }
+  std::shared_ptr<const compiled_kernel> k_;
+};
+
+template <dsl::expression E>
+kernel<E> jit(const E& e, const jit_options& options = {}) {
+  return kernel<E>(compiled_kernel::get(dsl::to_ir(e), options));
+}
+
+}  // namespace attn

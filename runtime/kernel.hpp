@@ -1,0 +1,52 @@
+#pragma once
+// A compiled kernel, independent of the expression's C++ type: the IR, checks, and a call.
+// Halide stays behind the pimpl: including this header does not include Halide.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+#include "dsl/dim.hpp"
+#include "dsl/ir.hpp"
+#include "tensor.hpp"
+
+namespace attn {
+
+struct jit_options {
+  std::string target = "host";             // a Halide target string, e.g. "host" or "x86-64-linux-avx2"
+  std::vector<dsl::dim_binding> bind;      // run-time dims fixed when compiling (T = 128)
+  bool with_weights = false;               // also produce the attention weights (the outermost softmax)
+  std::string schedule = "default";        // the generic CPU schedule
+};
+
+struct outputs {
+  tensor<float> output;
+  tensor<float> weights;  // empty unless compiled with_weights
+};
+
+class compiled_kernel {
+ public:
+  // Compiles once per (graph, options) and caches; safe to call from several threads at once.
+  static std::shared_ptr<const compiled_kernel> get(const ir::graph& g, const jit_options& options);
+  ~compiled_kernel();
+
+  // Checks every tensor first (nothing is written when a check fails), then runs.
+  outputs run(std::span<const tensor_view> inputs) const;
+  void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights) const;
+
+  const ir::graph& graph() const;
+  const jit_options& options() const;
+  std::vector<std::string> parameter_names() const;
+  // Halide's lowered loop nest, as text: what this kernel does, loop by loop.
+  std::string loop_nest() const;
+
+  // Number of distinct compiled kernels in this process's cache.
+  static std::size_t cache_size();
+
+  struct impl;
+  explicit compiled_kernel(std::unique_ptr<impl> p);
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace attn

@@ -1,0 +1,116 @@
+#pragma once
+// Tensors the caller owns, seen through strided views. Row-major: sizes[0] is the outermost dim;
+// strides count elements. A kernel reads and writes the caller's memory through these.
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+#include "errors.hpp"
+
+namespace attn {
+
+enum class dtype { f32, i32 };
+
+inline const char* dtype_name(dtype t) { return t == dtype::f32 ? "float32" : "int32"; }
+
+template <class T>
+constexpr dtype dtype_of() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>, "attn tensors hold float or int32_t");
+  return std::is_same_v<T, float> ? dtype::f32 : dtype::i32;
+}
+
+struct tensor_view {
+  static constexpr int max_rank = 5;
+  void* data = nullptr;
+  dtype type = dtype::f32;
+  int rank = 0;
+  std::array<std::int64_t, max_rank> sizes{}, strides{};
+
+  std::int64_t size(int i) const { return sizes[static_cast<std::size_t>(i)]; }
+  std::int64_t stride(int i) const { return strides[static_cast<std::size_t>(i)]; }
+  std::int64_t elements() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= size(i);
+    return n;
+  }
+  // Innermost stride 1 and each outer stride the product of the inner sizes.
+  bool dense() const {
+    std::int64_t s = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+      if (size(i) > 1 && stride(i) != s) return false;
+      s *= size(i);
+    }
+    return true;
+  }
+};
+
+// A view of caller memory: dense row-major, or with explicit strides (in elements).
+template <class T>
+tensor_view view(T* data, std::initializer_list<std::int64_t> sizes, std::initializer_list<std::int64_t> strides = {}) {
+  tensor_view v;
+  v.data = const_cast<std::remove_const_t<T>*>(data);
+  v.type = dtype_of<std::remove_const_t<T>>();
+  if (sizes.size() > static_cast<std::size_t>(tensor_view::max_rank)) throw shape_error("view: rank above 5");
+  if (strides.size() != 0 && strides.size() != sizes.size()) throw shape_error("view: sizes and strides differ in rank");
+  v.rank = static_cast<int>(sizes.size());
+  std::copy(sizes.begin(), sizes.end(), v.sizes.begin());
+  if (strides.size() != 0) {
+    std::copy(strides.begin(), strides.end(), v.strides.begin());
+  } else {
+    std::int64_t s = 1;
+    for (int i = v.rank - 1; i >= 0; --i) v.strides[static_cast<std::size_t>(i)] = s, s *= v.sizes[static_cast<std::size_t>(i)];
+  }
+  return v;
+}
+
+// An owning dense row-major tensor.
+template <class T>
+class tensor {
+ public:
+  tensor() = default;
+  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{})
+      : sizes_(std::move(sizes)),
+        data_(static_cast<std::size_t>(std::accumulate(sizes_.begin(), sizes_.end(), std::int64_t{1}, std::multiplies<>())), fill) {}
+
+  const std::vector<std::int64_t>& sizes() const { return sizes_; }
+  std::int64_t size(int i) const { return sizes_[static_cast<std::size_t>(i)]; }
+  int rank() const { return static_cast<int>(sizes_.size()); }
+  T* data() { return data_.data(); }
+  const T* data() const { return data_.data(); }
+  std::vector<T>& values() { return data_; }
+  const std::vector<T>& values() const { return data_; }
+
+  template <class... I>
+  T& operator()(I... idx) { return data_[offset({static_cast<std::int64_t>(idx)...})]; }
+  template <class... I>
+  const T& operator()(I... idx) const { return data_[offset({static_cast<std::int64_t>(idx)...})]; }
+
+  tensor_view view() const {
+    tensor_view v;
+    v.data = const_cast<T*>(data_.data());
+    v.type = dtype_of<T>();
+    v.rank = rank();
+    std::int64_t s = 1;
+    for (int i = v.rank - 1; i >= 0; --i) {
+      v.sizes[static_cast<std::size_t>(i)] = sizes_[static_cast<std::size_t>(i)];
+      v.strides[static_cast<std::size_t>(i)] = s;
+      s *= sizes_[static_cast<std::size_t>(i)];
+    }
+    return v;
+  }
+  operator tensor_view() const { return view(); }
+
+ private:
+  std::size_t offset(std::initializer_list<std::int64_t> idx) const {
+    std::int64_t o = 0;
+    std::size_t d = 0;
+    for (std::int64_t i : idx) o = o * sizes_[d++] + i;
+    return static_cast<std::size_t>(o);
+  }
+  std::vector<std::int64_t> sizes_;
+  std::vector<T> data_;
+};
+
+}  // namespace attn

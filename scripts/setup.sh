@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything attnforge needs; safe to run again (each step checks first).
+#   Debian: Boost.Hana + Boost.Test headers/libs, Google Benchmark, libpng (via png++).
+#   PyPI (project-local venv .venv/): halide==21.0.0 and cmake>=3.28.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+debian_packages=(g++ make libboost-dev libboost-test-dev libbenchmark-dev libpng++-dev graphviz)
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+venv="$root/.venv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+if ! "$venv/bin/python" -c 'import halide, cmake' 2>/dev/null ||
+   [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("halide"))')" != "21.0.0" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check "halide==21.0.0" "cmake>=3.28"
+fi
+echo "setup: ok (venv at $venv)"
