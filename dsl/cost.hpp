@@ -125,9 +125,12 @@ constexpr cost_report cost(const ir::graph& g) {
       s.work = elements;
       s.flops = elements * 5;
     } else if (ir::is_elementwise(n.kind)) {
-      bool fused = n.kind == op::mask || n.kind == op::modify;
+      // A mask costs its predicate's ops plus the select to -inf; a modifier replaces each
+      // score by f, so it costs f's ops only.
       s.work = elements;
-      s.flops = elements * (fused ? detail::count_elementwise(g, n.args[1]) + 1 : 1);
+      if (n.kind == op::mask) s.flops = elements * (detail::count_elementwise(g, n.args[1]) + 1);
+      else if (n.kind == op::modify) s.flops = elements * detail::count_elementwise(g, n.args[1]);
+      else s.flops = elements;
     } else {
       continue;  // layout only: transpose, split/concat heads, unsqueeze
     }

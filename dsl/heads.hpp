@@ -50,7 +50,7 @@ struct unsqueeze_op {
   static constexpr ir::op ir_kind = ir::op::unsqueeze;
   static constexpr bool binds_placeholders = false;
   template <class S>
-  static constexpr auto shape(S s) {
+  static constexpr auto shape(S) {
     constexpr std::size_t r = rank_v<S>;
     if constexpr (Axis > r) shape_error<"unsqueeze: axis " + to_fixed_string<Axis>() + " is past the rank">{};
     return hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<r + 1>), [](auto... i) {

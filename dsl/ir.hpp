@@ -20,7 +20,7 @@ enum class op {
   // elementwise, unary
   neg, tanh, exp, abs, sqrt, rsqrt, logical_not,
   // elementwise, binary
-  add, sub, mul, div, minimum, maximum, lt, le, gt, ge, eq, ne, logical_and, logical_or,
+  add, sub, mul, div, mod, minimum, maximum, lt, le, gt, ge, eq, ne, logical_and, logical_or,
   // elementwise, ternary: select(cond, a, b)
   select,
   // attention structure
@@ -57,7 +57,7 @@ struct node {
 struct graph {
   std::vector<node> nodes;
   int root = -1;
-  std::vector<int> terminals;  // in call order: first appearance, left to right
+  std::vector<int> terminals;  // call order: inputs, weights, lengths; each by first appearance
 
   constexpr const node& at(int i) const { return nodes[static_cast<std::size_t>(i)]; }
   constexpr const node& output() const { return at(root); }
@@ -79,7 +79,7 @@ constexpr std::int64_t static_elements(const std::vector<dim>& s) {
 constexpr std::string_view op_name(op k) {
   constexpr std::string_view names[] = {
       "input", "weight", "lengths", "constant", "dim_value", "placeholder", "matmul", "transpose",
-      "softmax", "neg", "tanh", "exp", "abs", "sqrt", "rsqrt", "not", "add", "sub", "mul", "div",
+      "softmax", "neg", "tanh", "exp", "abs", "sqrt", "rsqrt", "not", "add", "sub", "mul", "div", "mod",
       "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "select", "mask", "modify",
       "split_heads", "concat_heads", "unsqueeze"};
   return names[static_cast<int>(k)];

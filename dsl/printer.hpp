@@ -53,6 +53,7 @@ inline printed print(const ir::graph& g, int i) {
     case op::sub: return infix(" - ", 6);
     case op::mul: return infix("·", 7);
     case op::div: return infix("/", 7);
+    case op::mod: return infix(" mod ", 7);
     case op::minimum: case op::maximum:
       return {std::string(ir::op_name(n.kind)) + "(" + arg(0).text + ", " + arg(1).text + ")", 10};
     case op::lt: return infix(" < ", 5);

@@ -106,6 +106,12 @@ constexpr ir::graph to_ir(const E& e) {
                 "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
   detail::builder b;
   b.g.root = detail::emit(b, e);
+  // Call order: inputs, then weights, then lengths; each kind in order of first appearance.
+  std::vector<int> order;
+  for (ir::op kind : {ir::op::input, ir::op::weight, ir::op::lengths})
+    for (int t : b.g.terminals)
+      if (b.g.at(t).kind == kind) order.push_back(t);
+  b.g.terminals = order;
   return b.g;
 }
 

@@ -127,6 +127,7 @@ class lowering {
       case op::sub: return a(0) - a(1);
       case op::mul: return a(0) * a(1);
       case op::div: return a(0) / a(1);
+      case op::mod: return a(0) % a(1);
       case op::minimum: return Halide::min(a(0), a(1));
       case op::maximum: return Halide::max(a(0), a(1));
       case op::lt: return a(0) < a(1);

@@ -1,7 +1,9 @@
 #pragma once
 // attn::jit(expr [, options]): compile an expression for this machine once, then call it.
 //   auto k = attn::jit(y);
-//   attn::tensor<float> out = k(x, wq, wk, wv);   // tensors in order of first appearance in y
+//   attn::tensor<float> out = k(x, wq, wk, wv);
+// Tensors are passed inputs first, then weights, then lengths, each kind in order of first
+// appearance in the expression (kernel::parameters() lists the names).
 // Tensors may carry a leading batch dim (inputs, lengths) or not (batch of 1); weights never do.
 #include <array>
 #include <utility>
@@ -53,7 +55,7 @@ class kernel {
   template <std::size_t N>
   static constexpr void check_arity() {
     static_assert(N == arity, "kernel call: pass one tensor per input, weight and lengths of the expression, "
-                              "in order of first appearance (see kernel::parameters())");
+                              "inputs, then weights, then lengths (see kernel::parameters())");
   }
   std::shared_ptr<const compiled_kernel> k_;
 };

@@ -13,7 +13,7 @@ namespace attn {
 
 struct jit_options {
   std::string target = "host";             // a Halide target string, e.g. "host" or "x86-64-linux-avx2"
-  std::vector<dsl::dim_binding> bind;      // run-time dims fixed when compiling (T = 128)
+  std::vector<dsl::dim_binding> bind{};    // run-time dims fixed when compiling (T = 128)
   bool with_weights = false;               // also produce the attention weights (the outermost softmax)
   std::string schedule = "default";        // the generic CPU schedule
 };
