@@ -18,6 +18,7 @@ struct modify_op {
 };
 
 // modify(S, f): each score s at (head, q_idx, kv_idx) becomes f with `score` = s.
+// Masked scores (-inf) stay masked, so modify and mask compose in either order.
 template <operand S, operand F>
 constexpr auto modify(const S& scores, const F& f) { return make_node(modify_op{}, scores, f); }
 

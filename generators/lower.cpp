@@ -139,11 +139,20 @@ class lowering {
       case op::logical_and: return a(0) && a(1);
       case op::logical_or: return a(0) || a(1);
       case op::select: return Halide::select(a(0), a(1), a(2));
-      case op::mask: case op::modify: {
+      case op::mask: {
         Expr s = a(0);
-        placeholders inner = score_placeholders(n, idx, s);
-        Expr f = arg(n, 1, idx, inner);
-        return n.kind == op::mask ? Halide::select(f, s, minus_infinity) : cast(Float(32), f);
+        return Halide::select(arg(n, 1, idx, score_placeholders(n, idx, s)), s, minus_infinity);
+      }
+      case op::modify: {
+        // modify(mask(S, p), f) runs as mask(modify(S, f), p): masked scores stay masked,
+        // whatever order the two were written in.
+        std::vector<int> masks;
+        int inner = n.args[0];
+        while (g_.at(inner).kind == op::mask) masks.push_back(inner), inner = g_.at(inner).args[0];
+        Expr s = value(inner, idx, ph);
+        Expr f = cast(Float(32), arg(n, 1, idx, score_placeholders(n, idx, s)));
+        for (int m : masks) f = Halide::select(arg(g_.at(m), 1, idx, score_placeholders(n, idx, s)), f, minus_infinity);
+        return f;
       }
       case op::split_heads: {  // (.., h, t, dh) reads (.., t, h*Dh + dh)
         std::size_t r = idx.size();
