@@ -79,6 +79,18 @@ struct polynomial {
     }
     return total;
   }
+
+  // The terms in which `dim` appears to exactly `power` (0: not at all), e.g. the T² part.
+  constexpr polynomial part_of_degree(std::string_view dim, int power) const {
+    polynomial r;
+    for (const term& t : terms) {
+      int p = 0;
+      for (const factor& f : t.factors)
+        if (f.name == dim) p = f.power;
+      if (p == power) r.terms.push_back(t);
+    }
+    return r;
+  }
 };
 
 // The monomial of a product of dims; D/H contributes D·H⁻¹; size-1 axes nothing.

@@ -51,7 +51,10 @@ inline printed print(const ir::graph& g, int i) {
     case op::logical_not: return {"¬" + wrap(arg(0), 8), 8};
     case op::add: return infix(" + ", 6);
     case op::sub: return infix(" - ", 6);
-    case op::mul: return infix("·", 7);
+    case op::mul:
+      if (g.at(n.args[1]).kind == op::rsqrt)  // scale(S, rsqrt(D)) reads S/√D
+        return {wrap(arg(0), 7) + "/√" + wrap(print(g, g.at(n.args[1]).args[0]), 9), 7};
+      return infix("·", 7);
     case op::div: return infix("/", 7);
     case op::mod: return infix(" mod ", 7);
     case op::minimum: case op::maximum:
@@ -86,6 +89,22 @@ inline std::string to_string(const ir::graph& g) { return detail::print(g, g.roo
 
 template <expression E>
 std::string to_string(const E& e) { return to_string(to_ir(e)); }
+
+// An expression's shape as text: "(T, Dk)"; with bindings the sizes too: "(T=4, Dk=8)".
+template <expression E, class... B>
+std::string shape_text(const E& e, const B&... bindings) {
+  const dim_binding bs[] = {dim_binding{"", 0}, dim_binding(bindings)...};
+  const ir::graph g = to_ir(e);
+  std::string t = "(";
+  for (const ir::dim& d : g.output().shape) {
+    std::int64_t size = d.size;
+    for (const dim_binding& b : bs)
+      if (b.name == d.name) size = b.size;
+    t += (t.size() > 1 ? ", " : "") + std::string(d.name);
+    if (sizeof...(B) > 0 && size > 0) t += "=" + std::to_string(size);
+  }
+  return t + ")";
+}
 
 // The expression as a Graphviz digraph: one box per node, labelled with its op and shape.
 inline std::string to_dot(const ir::graph& g) {

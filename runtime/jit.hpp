@@ -48,7 +48,7 @@ class kernel {
   }
 
   std::vector<std::string> parameters() const { return k_->parameter_names(); }
-  std::string loop_nest() const { return k_->loop_nest(); }
+  std::string loop_nest(listing format = listing::text) const { return k_->loop_nest(format); }
   const compiled_kernel& compiled() const { return *k_; }
 
  private:

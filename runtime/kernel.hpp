@@ -18,6 +18,9 @@ struct jit_options {
   std::string schedule = "default";        // the generic CPU schedule
 };
 
+// How a loop nest is listed: plain text, or an HTML page to browse in a web browser.
+enum class listing { text, html };
+
 struct outputs {
   tensor<float> output;
   tensor<float> weights;  // empty unless compiled with_weights
@@ -36,8 +39,8 @@ class compiled_kernel {
   const ir::graph& graph() const;
   const jit_options& options() const;
   std::vector<std::string> parameter_names() const;
-  // Halide's lowered loop nest, as text: what this kernel does, loop by loop.
-  std::string loop_nest() const;
+  // Halide's lowered loop nest: what this kernel does, loop by loop.
+  std::string loop_nest(listing format = listing::text) const;
 
   // Number of distinct compiled kernels in this process's cache.
   static std::size_t cache_size();
