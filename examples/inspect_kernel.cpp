@@ -33,12 +33,13 @@ int main(int argc, char** argv) {
   out.text_file("causal_self_attention.stmt", stmt);
   out.text_file("causal_self_attention.html", kernel.loop_nest(attn::listing::html));
   // The skeleton of the loop nest: which stage is produced where, and its loops.
-  std::printf("\nthe loop nest has %zu lines; its skeleton (produce = a stage computed, for = a loop):\n",
+  std::printf("\nthe loop nest has %zu lines; its skeleton (produce: a stage computed; for, parallel: loops):\n",
               static_cast<std::size_t>(std::count(stmt.begin(), stmt.end(), '\n')));
   std::istringstream lines(stmt);
   for (std::string line; std::getline(lines, line);) {
     const std::string body = line.substr(std::min(line.find_first_not_of(' '), line.size()));
-    if (body.starts_with("produce ") || body.starts_with("for (")) std::printf("  %s\n", line.c_str());
+    if (body.starts_with("produce ") || body.starts_with("for (") || body.starts_with("parallel (") || body.starts_with("vectorized ("))
+      std::printf("  %s\n", line.c_str());
   }
   out.record = {{"expression", to_string(y)}, {"parameters", kernel.parameters()}, {"loop_nest_lines", std::count(stmt.begin(), stmt.end(), '\n')}};
   out.save();

@@ -151,8 +151,8 @@ std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;
   const std::string path = std::filesystem::temp_directory_path() /
                            ("attn_loop_nest_" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + (html ? ".html" : ".stmt"));
-  impl_->pipeline.compile_to_lowered_stmt(path, impl_->arguments,
-                                          html ? Halide::StmtOutputFormat::HTML : Halide::StmtOutputFormat::Text, impl_->target);
+  impl_->pipeline.compile_to_conceptual_stmt(path, impl_->arguments,
+                                             html ? Halide::StmtOutputFormat::HTML : Halide::StmtOutputFormat::Text, impl_->target);
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(path);

@@ -39,7 +39,8 @@ class compiled_kernel {
   const ir::graph& graph() const;
   const jit_options& options() const;
   std::vector<std::string> parameter_names() const;
-  // Halide's lowered loop nest: what this kernel does, loop by loop.
+  // Halide's lowered loop nest (its "conceptual" statement, before code generation): what this
+  // kernel does, loop by loop.
   std::string loop_nest(listing format = listing::text) const;
 
   // Number of distinct compiled kernels in this process's cache.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything attnforge needs; safe to run again (each step checks first).
-#   Debian: Boost.Hana + Boost.Test headers/libs, Google Benchmark, libpng (via png++).
+#   Debian: Boost.Hana + Boost.Test, Google Benchmark, nlohmann-json (the lessons' records),
+#           Cairo + DejaVu fonts (heatmaps, plots), Graphviz (expression graphs).
 #   PyPI (project-local venv .venv/): halide==21.0.0 and cmake>=3.28.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-debian_packages=(g++ make libboost-dev libboost-test-dev libbenchmark-dev libpng++-dev graphviz)
+debian_packages=(g++ make pkg-config libboost-dev libboost-test-dev libbenchmark-dev nlohmann-json3-dev
+                 libcairo2-dev fonts-dejavu-core graphviz libgraphviz-dev)
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
