@@ -109,6 +109,12 @@ BOOST_AUTO_TEST_CASE(the_cat_sat_on_the_mat) {
   }
   for (std::int64_t other : {0, 1, 2, 3, 4}) BOOST_TEST(w(3, 5) > w(3, other));
   require_picture(r, "cat_sat_on_the_mat.png");
+  // "it" attends most to "cat", then "mat" (seed 003 §6: 0.35 and 0.30 in its illustration).
+  const mat<double> it = matrix(j["it_weights"]), keys = matrix(j["it_keys"]);
+  BOOST_TEST(max_difference(it, ref::scaled_dot_product(matrix(j["it_query"]), keys, keys, ref::inv_sqrt(6)).weights) < tolerance);
+  for (std::int64_t other : {0, 2, 3, 4, 6}) BOOST_TEST(it(0, 5) > it(0, other));
+  BOOST_TEST(it(0, 1) > it(0, 5));
+  require_picture(r, "it_refers_to.png");
 }
 
 BOOST_AUTO_TEST_CASE(shapes_T4_d8) {
