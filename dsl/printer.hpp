@@ -2,6 +2,7 @@
 // An expression as readable math text, and as a Graphviz graph.
 #include <cstdio>
 #include <limits>
+#include <span>
 #include <string>
 #include "to_ir.hpp"
 
@@ -77,9 +78,16 @@ inline printed print(const ir::graph& g, int i) {
   return {"?", 10};
 }
 
-inline std::string shape_text(const std::vector<ir::dim>& s) {
+// "(T, Dk)"; with bindings also the sizes known: "(T=4, Dk=8)".
+inline std::string shape_text(const std::vector<ir::dim>& s, std::span<const dim_binding> bindings = {}) {
   std::string t = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::string(s[i].name);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    std::int64_t size = s[i].size;
+    for (const dim_binding& b : bindings)
+      if (b.name == s[i].name) size = b.size;
+    t += (i ? ", " : "") + std::string(s[i].name);
+    if (!bindings.empty() && size > 0) t += "=" + std::to_string(size);
+  }
   return t + ")";
 }
 
@@ -90,20 +98,12 @@ inline std::string to_string(const ir::graph& g) { return detail::print(g, g.roo
 template <expression E>
 std::string to_string(const E& e) { return to_string(to_ir(e)); }
 
-// An expression's shape as text: "(T, Dk)"; with bindings the sizes too: "(T=4, Dk=8)".
+// An expression's shape as text: "(T, Dk)"; with bindings the sizes too: shape_text(e, T = 4)
+// gives "(T=4, Dk=8)".
 template <expression E, class... B>
 std::string shape_text(const E& e, const B&... bindings) {
-  const dim_binding bs[] = {dim_binding{"", 0}, dim_binding(bindings)...};
-  const ir::graph g = to_ir(e);
-  std::string t = "(";
-  for (const ir::dim& d : g.output().shape) {
-    std::int64_t size = d.size;
-    for (const dim_binding& b : bs)
-      if (b.name == d.name) size = b.size;
-    t += (t.size() > 1 ? ", " : "") + std::string(d.name);
-    if (sizeof...(B) > 0 && size > 0) t += "=" + std::to_string(size);
-  }
-  return t + ")";
+  const std::vector<dim_binding> bs = {dim_binding(bindings)...};
+  return detail::shape_text(to_ir(e).output().shape, bs);
 }
 
 // The expression as a Graphviz digraph: one box per node, labelled with its op and shape.

@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
   examples::lesson_output out("why_scale", argc, argv);
 
   // The seeds' worked examples: wider vectors give larger dot products ...
-  const auto dots = attn::jit(raw);  // row i of the first with row i of the second: the diagonal
-  const auto d2 = dots(examples::matrix({{1, 2}, {2, 1}, {2, 2}}), examples::matrix({{1, 1}, {1, 2}, {1, 2}}));
-  const auto d3 = dots(examples::matrix({{1, 2, 3}, {2, 1, 3}, {2, 2, 2}}), examples::matrix({{1, 1, 1}, {1, 2, 3}, {1, 2, 3}}));
+  const auto raw_k = attn::jit(raw);  // all q·k; the worked pairs are its diagonal
+  const auto d2 = raw_k(examples::matrix({{1, 2}, {2, 1}, {2, 2}}), examples::matrix({{1, 1}, {1, 2}, {1, 2}}));
+  const auto d3 = raw_k(examples::matrix({{1, 2, 3}, {2, 1, 3}, {2, 2, 2}}), examples::matrix({{1, 1, 1}, {1, 2, 3}, {1, 2, 3}}));
   std::printf("dot products in 2-D: %g %g %g; in 3-D: %g %g %g\n", d2(0, 0), d2(1, 1), d2(2, 2), d3(0, 0), d3(1, 1), d3(2, 2));
   // ... and softmax of large, spread-out inputs is nearly one-hot.
   const auto sm = attn::jit(softmax(logits));
@@ -67,7 +67,6 @@ int main(int argc, char** argv) {
 
   // Per d_k: 1024 queries with N(0, 1) entries against 256 keys for the variance (262,144
   // scores) and against 16 keys for the softmax.
-  const auto raw_k = attn::jit(raw);
   const auto scaled_k = attn::jit(scaled);
   const auto softmax_raw = attn::jit(softmax(raw));
   const auto softmax_scaled = attn::jit(softmax(scaled));

@@ -103,21 +103,29 @@ void check_simplified_vector(std::uint32_t seed) {
     }
 }
 
+// A variant of two inputs (N_Q, D) and (N_X, D) (simplified with a matrix query, Luong dot),
+// over every (N_Q, N_X) and batch size; reference(a, b) gives one item's expected output.
+template <std::int64_t D, class K, class Reference>
+void check_two_inputs(const K& k, const Reference& reference, const std::string& label, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (auto [nq, nx] : qx_sizes)
+    for (index batch : batch_sizes) {
+      const tensor<float> first = random_tensor(with_batch(batch, {nq, D}), rng);
+      const tensor<float> second = random_tensor(with_batch(batch, {nx, D}), rng);
+      expect_matches(k(first, second), batch, {nq, D}, [&](index b, auto acc) {
+        using Acc = decltype(acc);
+        return reference(item<Acc>(first, b, 2), item<Acc>(second, b, 2));
+      }, case_name(label + std::to_string(D), nq, nx, batch));
+    }
+}
+
 template <std::int64_t D>
 void check_simplified_matrix(std::uint32_t seed) {
   constexpr auto Dm = dim<"D", D>;
   const auto k = attn::jit(variants::simplified(input<"q">(NQ, Dm), input<"x">(NX, Dm)));
   expect_parameters(k, {"q", "x"});
-  std::mt19937 rng(seed);
-  for (auto [nq, nx] : qx_sizes)
-    for (index batch : batch_sizes) {
-      const tensor<float> q = random_tensor(with_batch(batch, {nq, D}), rng);
-      const tensor<float> x = random_tensor(with_batch(batch, {nx, D}), rng);
-      expect_matches(k(q, x), batch, {nq, D}, [&](index b, auto acc) {
-        using Acc = decltype(acc);
-        return ref::simplified(item<Acc>(q, b, 2), item<Acc>(x, b, 2)).output;
-      }, case_name("simplified, matrix q, D=" + std::to_string(D), nq, nx, batch));
-    }
+  check_two_inputs<D>(k, [](const auto& q, const auto& x) { return ref::simplified(q, x).output; },
+                      "simplified, matrix q, D=", seed);
 }
 
 BOOST_AUTO_TEST_CASE(simplified_vector_query) {
@@ -267,16 +275,7 @@ void check_luong_dot(std::uint32_t seed) {
   constexpr auto Dm = dim<"D", D>;
   const auto k = attn::jit(variants::luong_dot(input<"s">(NQ, Dm), input<"h">(NX, Dm)));
   expect_parameters(k, {"s", "h"});
-  std::mt19937 rng(seed);
-  for (auto [nq, nx] : qx_sizes)
-    for (index batch : batch_sizes) {
-      const tensor<float> s = random_tensor(with_batch(batch, {nq, D}), rng);
-      const tensor<float> h = random_tensor(with_batch(batch, {nx, D}), rng);
-      expect_matches(k(s, h), batch, {nq, D}, [&](index b, auto acc) {
-        using Acc = decltype(acc);
-        return ref::luong_dot(item<Acc>(s, b, 2), item<Acc>(h, b, 2)).output;
-      }, case_name("Luong dot D=" + std::to_string(D), nq, nx, batch));
-    }
+  check_two_inputs<D>(k, [](const auto& s, const auto& h) { return ref::luong_dot(s, h).output; }, "Luong dot D=", seed);
 }
 
 BOOST_AUTO_TEST_CASE(luong_dot) {
