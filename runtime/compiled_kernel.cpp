@@ -34,7 +34,8 @@ detail::dim_sizes bound_dims(const jit_options& o) {
 }
 
 std::string cache_key(const ir::graph& g, const jit_options& o) {
-  std::string k = ir::serialize(g) + "|target=" + o.target + "|schedule=" + o.schedule + "|weights=" + (o.with_weights ? "1" : "0");
+  std::string k = ir::serialize(g) + "|target=" + o.target + "|schedule=" + o.schedule + "|weights=" + (o.with_weights ? "1" : "0") +
+                  "|path=" + std::to_string(static_cast<int>(o.path));
   for (const auto& [name, size] : bound_dims(o)) k += "|" + name + "=" + std::to_string(size);
   return k;
 }
@@ -69,6 +70,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   p->options = o;
   p->bound = bound_dims(o);
   if (o.schedule != "default") throw compile_error("unknown schedule '" + o.schedule + "' (available: default)");
+  if (o.path == lowering::fused) throw compile_error("the fused lowering is not available yet");
   try {
     p->target = Halide::Target(o.target == "host" ? Halide::get_host_target().to_string() : o.target);
   } catch (const Halide::Error& e) {
@@ -146,6 +148,8 @@ std::vector<std::string> compiled_kernel::parameter_names() const {
   for (int t : impl_->graph.terminals) names.emplace_back(impl_->graph.at(t).name);
   return names;
 }
+
+std::string compiled_kernel::describe() const { return "path=generic schedule=default"; }
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;

@@ -11,11 +11,16 @@
 
 namespace attn {
 
+// Which lowering a kernel runs: the fused (flash) pipeline for expressions that are attention,
+// or the generic one (every expression; materialises products and softmax).
+enum class lowering { automatic, fused, generic };
+
 struct jit_options {
   std::string target = "host";             // a Halide target string, e.g. "host" or "x86-64-linux-avx2"
   std::vector<dsl::dim_binding> bind{};    // run-time dims fixed when compiling (T = 128)
   bool with_weights = false;               // also produce the attention weights (the outermost softmax)
-  std::string schedule = "default";        // the generic CPU schedule
+  lowering path = lowering::automatic;     // automatic: fused when the expression is attention
+  std::string schedule = "default";        // "default" (chosen per shape and target) or schedule parameters
 };
 
 // How a loop nest is listed: plain text, or an HTML page to browse in a web browser.
@@ -39,6 +44,8 @@ class compiled_kernel {
   const ir::graph& graph() const;
   const jit_options& options() const;
   std::vector<std::string> parameter_names() const;
+  // Which lowering and which schedule parameters this kernel runs, in one line.
+  std::string describe() const;
   // Halide's lowered loop nest (its "conceptual" statement, before code generation): what this
   // kernel does, loop by loop.
   std::string loop_nest(listing format = listing::text) const;
