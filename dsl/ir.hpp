@@ -2,6 +2,7 @@
 // The expression as plain data: one node per operation, children before parents.
 // Built at compile time or run time from an expression type (to_ir.hpp); everything below
 // the DSL (printer, cost model, lowering to Halide, the JIT cache key) reads only this.
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -85,14 +86,21 @@ constexpr std::string_view op_name(op k) {
   return names[static_cast<int>(k)];
 }
 
-// A stable text form of the whole graph: the JIT cache key.
+// A constant exactly: the shortest text that reads back as the same double (1e-07, not 0.000000).
+inline std::string exact_text(double v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+// A stable text form of the whole graph: the JIT cache key. Two graphs lower alike iff equal.
 inline std::string serialize(const graph& g) {
   std::string s;
   for (const auto& n : g.nodes) {
     s += std::string(op_name(n.kind)) + (n.batched ? "[b]" : "") + "(";
     for (int a : n.args) s += std::to_string(a) + ",";
-    s += ")" + std::string(n.name) + ":" + std::to_string(n.value) + ":" + std::to_string(n.param) + "{";
-    for (const auto& d : n.shape) s += std::string(d.name) + "=" + std::to_string(d.size) + ",";
+    s += ")" + std::string(n.name) + ":" + exact_text(n.value) + ":" + std::to_string(n.param) + "{";
+    for (const auto& d : n.shape)
+      s += std::string(d.name) + "=" + std::to_string(d.size) + "/" + std::to_string(static_cast<int>(d.role)) + ",";
     s += "};";
   }
   return s + "root=" + std::to_string(g.root);

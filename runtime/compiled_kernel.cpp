@@ -1,15 +1,17 @@
 #include "kernel.hpp"
 
-#include <filesystem>
 #include <fstream>
-#include <future>
-#include <map>
-#include <mutex>
-#include <unistd.h>
 #include <Halide.h>
+#include "aliasing.hpp"
+#include "dim_bindings.hpp"
 #include "generators/cpu_schedule.hpp"
 #include "generators/lower.hpp"
 #include "halide_buffers.hpp"
+#include "halide_errors.hpp"
+#include "kernel_cache.hpp"
+#include "memory_budget.hpp"
+#include "private_temp_dir.hpp"
+#include "target_check.hpp"
 #include "tensor_checks.hpp"
 
 namespace attn {
@@ -23,20 +25,15 @@ struct compiled_kernel::impl {
   Halide::Pipeline pipeline;
   std::vector<Halide::Argument> arguments;
   Halide::Callable callable;
+  detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
 };
 
 namespace {
 
-detail::dim_sizes bound_dims(const jit_options& o) {
-  detail::dim_sizes b;
-  for (const auto& d : o.bind) b.emplace(std::string(d.name), d.size);
-  return b;
-}
-
-std::string cache_key(const ir::graph& g, const jit_options& o) {
+std::string cache_key(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
   std::string k = ir::serialize(g) + "|target=" + o.target + "|schedule=" + o.schedule + "|weights=" + (o.with_weights ? "1" : "0") +
                   "|path=" + std::to_string(static_cast<int>(o.path));
-  for (const auto& [name, size] : bound_dims(o)) k += "|" + name + "=" + std::to_string(size);
+  for (const auto& [name, size] : bound) k += "|" + name + "=" + std::to_string(size);
   return k;
 }
 
@@ -64,11 +61,11 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 }
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
-std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o) {
+std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
-  p->bound = bound_dims(o);
+  p->bound = bound;
   if (o.schedule != "default") throw compile_error("unknown schedule '" + o.schedule + "' (available: default)");
   if (o.path == lowering::fused) throw compile_error("the fused lowering is not available yet");
   try {
@@ -76,6 +73,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   } catch (const Halide::Error& e) {
     throw compile_error("unknown target '" + o.target + "': " + e.what());
   }
+  detail::check_jit_can_run(p->target, o.target);
   try {
     p->lowered = gen::lower(g, p->bound);
     if (o.with_weights && !p->lowered.weights.defined())
@@ -84,20 +82,14 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+    for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
+    p->names.emplace_back(p->lowered.output.name(), "output");
+    if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
   }
   if (p->arguments.size() + 2 >= call_table.size()) throw compile_error("too many tensors for one kernel");
   return p;
-}
-
-struct cache {
-  std::mutex mutex;
-  std::map<std::string, std::shared_future<std::shared_ptr<const compiled_kernel>>> kernels;
-};
-cache& the_cache() {
-  static cache c;
-  return c;
 }
 
 }  // namespace
@@ -106,39 +98,12 @@ compiled_kernel::compiled_kernel(std::unique_ptr<impl> p) : impl_(std::move(p)) 
 compiled_kernel::~compiled_kernel() = default;
 
 std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
-  const std::string key = cache_key(g, o);
-  cache& c = the_cache();
-  std::promise<std::shared_ptr<const compiled_kernel>> promise;
-  std::shared_future<std::shared_ptr<const compiled_kernel>> future;
-  {
-    std::lock_guard lock(c.mutex);
-    if (auto it = c.kernels.find(key); it != c.kernels.end()) {
-      future = it->second;
-    } else {
-      future = promise.get_future().share();
-      c.kernels.emplace(key, future);
-      future = {};
-    }
-  }
-  if (future.valid()) return future.get();  // compiled, or being compiled by another thread
-  try {
-    auto k = std::make_shared<const compiled_kernel>(compile(g, o));
-    promise.set_value(k);
-    return k;
-  } catch (...) {
-    {
-      std::lock_guard lock(c.mutex);
-      c.kernels.erase(key);  // a later call may try again (e.g. with other options)
-    }
-    promise.set_exception(std::current_exception());
-    throw;
-  }
+  const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
+  return detail::kernel_cache::process().get(cache_key(g, o, bound),
+                                             [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound)); });
 }
 
-std::size_t compiled_kernel::cache_size() {
-  std::lock_guard lock(the_cache().mutex);
-  return the_cache().kernels.size();
-}
+std::size_t compiled_kernel::cache_size() { return detail::kernel_cache::process().size(); }
 
 const ir::graph& compiled_kernel::graph() const { return impl_->graph; }
 const jit_options& compiled_kernel::options() const { return impl_->options; }
@@ -153,26 +118,27 @@ std::string compiled_kernel::describe() const { return "path=generic schedule=de
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;
-  const std::string path = std::filesystem::temp_directory_path() /
-                           ("attn_loop_nest_" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + (html ? ".html" : ".stmt"));
+  const detail::private_temp_dir dir;  // Halide writes listings only to files
+  const std::string path = dir.path() / (html ? "loop_nest.html" : "loop_nest.stmt");
   impl_->pipeline.compile_to_conceptual_stmt(path, impl_->arguments,
                                              html ? Halide::StmtOutputFormat::HTML : Halide::StmtOutputFormat::Text, impl_->target);
   std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::filesystem::remove(path);
-  return text;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
-  const detail::call_shape call = detail::check_inputs(impl_->graph, inputs, impl_->bound);
+  const ir::graph& g = impl_->graph;
+  const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
+  // Before allocating: the outputs this call allocates and the kernel's intermediates.
+  std::vector<int> allocated{g.root};
+  if (impl_->options.with_weights) allocated.push_back(detail::weights_node(g));
+  detail::check_memory(detail::estimate_memory(g, call, allocated, detail::generic_materialised(g, impl_->options.with_weights)),
+                       impl_->target.maximum_buffer_size());
   outputs out;
-  out.output = tensor<float>(detail::result_sizes(impl_->graph.output(), call));
+  out.output = tensor<float>(detail::result_sizes(g.output(), call));
   tensor_view weights_view;
   if (impl_->options.with_weights) {
-    int softmax = -1;
-    for (int i = 0; i < static_cast<int>(impl_->graph.nodes.size()); ++i)
-      if (impl_->graph.at(i).kind == ir::op::softmax) softmax = i;
-    out.weights = tensor<float>(detail::result_sizes(impl_->graph.at(softmax), call));
+    out.weights = tensor<float>(detail::result_sizes(g.at(detail::weights_node(g)), call));
     weights_view = out.weights.view();
   }
   run_into(inputs, out.output.view(), impl_->options.with_weights ? &weights_view : nullptr);
@@ -192,6 +158,13 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   } else if (impl_->options.with_weights) {
     throw argument_error("this kernel was compiled with_weights: pass a weights tensor too");
   }
+  detail::check_no_self_overlap("output 'output'", output);
+  if (weights != nullptr) {
+    detail::check_no_self_overlap("output 'weights'", *weights);
+    if (detail::may_overlap(output, *weights)) throw argument_error("output 'output' and output 'weights' overlap in memory");
+  }
+  detail::check_memory(detail::estimate_memory(g, call, {}, detail::generic_materialised(g, impl_->options.with_weights)),
+                       impl_->target.maximum_buffer_size());
 
   // Halide wants unit innermost strides: copy the few views that lack one.
   std::vector<tensor<float>> float_copies;
@@ -214,8 +187,16 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     const bool missing_batch = t.batched && inputs[i].rank == static_cast<int>(t.shape.size());
     buffers.push_back(std::make_unique<detail::halide_buffer>(usable(inputs[i]), missing_batch, call.batch));
   }
+  // An output that shares memory with an input is computed into a temporary, then copied.
+  auto overlaps_an_input = [&](const tensor_view& v) {
+    for (const tensor_view& in : inputs)
+      if (detail::may_overlap(v, in)) return true;
+    return false;
+  };
   auto add_output = [&](const ir::node& n, const tensor_view& v) -> tensor_view {
-    tensor_view target = detail::halide_compatible(v) ? v : usable(v);
+    tensor_view target = v;
+    if (!detail::halide_compatible(v) || overlaps_an_input(v))
+      target = float_copies.emplace_back(std::vector<std::int64_t>(v.sizes.begin(), v.sizes.begin() + v.rank)).view();
     buffers.push_back(std::make_unique<detail::halide_buffer>(target, n.batched && !call.explicit_batch, call.batch));
     return target;
   };
@@ -225,8 +206,8 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   std::vector<halide_buffer_t*> args;
   for (auto& b : buffers) args.push_back(&b->buf);
   error_context ctx;
-  if (call_table[args.size()](impl_->callable, &ctx, args.data()) != 0)
-    throw error("kernel failed: " + ctx.message);
+  if (const int code = call_table[args.size()](impl_->callable, &ctx, args.data()); code != 0)
+    detail::throw_halide_error(code, ctx.message, impl_->names);
   if (out_target.data != output.data) detail::strided_copy(out_target, output);
   if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
 }

@@ -20,8 +20,13 @@ struct dtype_error : error {
 struct argument_error : error {
   using error::error;
 };
-// Halide refused the pipeline, or the target is unknown.
+// Halide refused the pipeline, or the target is unknown or cannot run on this machine.
 struct compile_error : error {
+  using error::error;
+};
+// A call would need more memory than the budget (attn::set_memory_budget) or than Halide can
+// address in one buffer.
+struct memory_error : error {
   using error::error;
 };
 

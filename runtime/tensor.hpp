@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <numeric>
+#include <string>
 #include <type_traits>
 #include <vector>
 #include "errors.hpp"
@@ -14,6 +15,17 @@ namespace attn {
 enum class dtype { f32, i32 };
 
 inline const char* dtype_name(dtype t) { return t == dtype::f32 ? "float32" : "int32"; }
+
+namespace detail {
+// a * b, or shape_error when the product of sizes does not fit int64 (it would wrap silently).
+inline std::int64_t checked_size_product(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw shape_error(std::string(what) + ": the product of the sizes overflows 64 bits (" + std::to_string(a) + " * " +
+                      std::to_string(b) + ")");
+  return r;
+}
+}  // namespace detail
 
 template <class T>
 constexpr dtype dtype_of() {
@@ -32,7 +44,7 @@ struct tensor_view {
   std::int64_t stride(int i) const { return strides[static_cast<std::size_t>(i)]; }
   std::int64_t elements() const {
     std::int64_t n = 1;
-    for (int i = 0; i < rank; ++i) n *= size(i);
+    for (int i = 0; i < rank; ++i) n = detail::checked_size_product(n, size(i), "tensor_view");
     return n;
   }
   // Innermost stride 1 and each outer stride the product of the inner sizes.
@@ -60,7 +72,8 @@ tensor_view view(T* data, std::initializer_list<std::int64_t> sizes, std::initia
     std::copy(strides.begin(), strides.end(), v.strides.begin());
   } else {
     std::int64_t s = 1;
-    for (int i = v.rank - 1; i >= 0; --i) v.strides[static_cast<std::size_t>(i)] = s, s *= v.sizes[static_cast<std::size_t>(i)];
+    for (int i = v.rank - 1; i >= 0; --i)
+      v.strides[static_cast<std::size_t>(i)] = s, s = detail::checked_size_product(s, v.sizes[static_cast<std::size_t>(i)], "view");
   }
   return v;
 }
@@ -70,9 +83,7 @@ template <class T>
 class tensor {
  public:
   tensor() = default;
-  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{})
-      : sizes_(std::move(sizes)),
-        data_(static_cast<std::size_t>(std::accumulate(sizes_.begin(), sizes_.end(), std::int64_t{1}, std::multiplies<>())), fill) {}
+  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{}) : sizes_(std::move(sizes)), data_(checked_elements(sizes_), fill) {}
 
   const std::vector<std::int64_t>& sizes() const { return sizes_; }
   std::int64_t size(int i) const { return sizes_[static_cast<std::size_t>(i)]; }
@@ -103,6 +114,15 @@ class tensor {
   operator tensor_view() const { return view(); }
 
  private:
+  // The element count, or shape_error for a negative size or a product that overflows.
+  static std::size_t checked_elements(const std::vector<std::int64_t>& sizes) {
+    std::int64_t n = 1;
+    for (std::int64_t s : sizes) {
+      if (s < 0) throw shape_error("tensor: negative size " + std::to_string(s));
+      n = detail::checked_size_product(n, s, "tensor");
+    }
+    return static_cast<std::size_t>(n);
+  }
   std::size_t offset(std::initializer_list<std::int64_t> idx) const {
     std::int64_t o = 0;
     std::size_t d = 0;

@@ -1,5 +1,7 @@
 #include "tensor_checks.hpp"
 
+#include "halide_limits.hpp"
+
 namespace attn::detail {
 
 namespace {
@@ -44,6 +46,7 @@ call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs,
     }
     for (int k = 0; k < v.rank; ++k)
       if (v.size(k) < 1) throw shape_error(who + ": axis " + std::to_string(k) + " has size " + std::to_string(v.size(k)) + "; sizes must be at least 1");
+    check_halide_limits(who, v);
     if (with_batch) {
       if (!call.explicit_batch) {
         call.batch = v.size(0);
@@ -93,6 +96,7 @@ void check_output(const char* what, const tensor_view& v, const std::vector<std:
   bool ok = v.rank == static_cast<int>(expected.size());
   for (int k = 0; ok && k < v.rank; ++k) ok = v.size(k) == expected[static_cast<std::size_t>(k)];
   if (!ok) throw shape_error(who + ": expected sizes " + want + ", got " + view_sizes(v));
+  check_halide_limits(who, v);
 }
 
 }  // namespace attn::detail
