@@ -81,9 +81,13 @@ memory_estimate estimate_memory(const ir::graph& g, const call_shape& call, std:
 
 std::string bytes_text(std::int64_t bytes) {
   if (bytes == saturated) return "more than 2^63 bytes";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024.0 && u < 3) v /= 1024.0, ++u;
+  if (u < 0) return std::to_string(bytes) + " bytes";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f GiB (%lld bytes)", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0),
-                static_cast<long long>(bytes));
+  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u], static_cast<long long>(bytes));
   return buf;
 }
 
