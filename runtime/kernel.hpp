@@ -7,6 +7,7 @@
 #include <vector>
 #include "dsl/dim.hpp"
 #include "dsl/ir.hpp"
+#include "limits.hpp"
 #include "tensor.hpp"
 
 namespace attn {
@@ -33,11 +34,14 @@ struct outputs {
 
 class compiled_kernel {
  public:
-  // Compiles once per (graph, options) and caches; safe to call from several threads at once.
+  // Compiles once per (graph, options) and caches (least recently used dropped beyond
+  // kernel_cache_limit()); safe to call from several threads at once. Throws compile_error for a
+  // target this machine cannot run, argument_error / shape_error for a bad jit_options::bind.
   static std::shared_ptr<const compiled_kernel> get(const ir::graph& g, const jit_options& options);
   ~compiled_kernel();
 
-  // Checks every tensor first (nothing is written when a check fails), then runs.
+  // Checks every tensor, aliasing and the memory budget first (nothing is written when a check
+  // fails), then runs.
   outputs run(std::span<const tensor_view> inputs) const;
   void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights) const;
 
@@ -50,7 +54,7 @@ class compiled_kernel {
   // kernel does, loop by loop.
   std::string loop_nest(listing format = listing::text) const;
 
-  // Number of distinct compiled kernels in this process's cache.
+  // Number of compiled kernels in this process's cache now.
   static std::size_t cache_size();
 
   struct impl;
