@@ -1,6 +1,7 @@
 #include "kernel.hpp"
 
 #include <fstream>
+#include <mutex>
 #include <Halide.h>
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
@@ -26,6 +27,7 @@ struct compiled_kernel::impl {
   std::vector<Halide::Argument> arguments;
   Halide::Callable callable;
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
+  std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
 };
 
 namespace {
@@ -118,6 +120,7 @@ std::string compiled_kernel::describe() const { return "path=generic schedule=de
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;
+  const std::lock_guard lock(impl_->listing);
   const detail::private_temp_dir dir;  // Halide writes listings only to files
   const std::string path = dir.path() / (html ? "loop_nest.html" : "loop_nest.stmt");
   impl_->pipeline.compile_to_conceptual_stmt(path, impl_->arguments,
