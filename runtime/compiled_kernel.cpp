@@ -7,7 +7,9 @@
 #include <mutex>
 #include <unistd.h>
 #include <Halide.h>
+#include "generators/attention_pattern.hpp"
 #include "generators/cpu_schedule.hpp"
+#include "generators/flash_cpu_schedule.hpp"
 #include "generators/lower.hpp"
 #include "halide_buffers.hpp"
 #include "tensor_checks.hpp"
@@ -23,6 +25,7 @@ struct compiled_kernel::impl {
   Halide::Pipeline pipeline;
   std::vector<Halide::Argument> arguments;
   Halide::Callable callable;
+  std::string description;
 };
 
 namespace {
@@ -64,23 +67,67 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 }
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
+std::int64_t size_of(const ir::dim& d, const detail::dim_sizes& bound) {
+  if (d.size > 0) return d.size;
+  auto it = bound.find(d.name);
+  return it == bound.end() ? 0 : it->second;
+}
+
+// Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
+gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
+                                      const Halide::Target& target) {
+  const std::vector<gen::attention_match> found = gen::find_attention(g);
+  gen::lowering_options l;
+  l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
+  if (o.path == lowering::fused && o.with_weights)
+    throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
+  if (o.path == lowering::fused && found.empty())
+    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
+  const int vector = target.natural_vector_size<float>();
+  if (found.empty()) {
+    l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
+  } else {
+    const ir::node& w = g.at(found.front().softmax);
+    const std::size_t r = w.shape.size();
+    l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
+                                          size_of(g.at(found.front().values).shape.back(), bound), vector);
+  }
+  if (o.schedule != "default") {
+    if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
+    try {
+      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+    } catch (const std::invalid_argument& e) {
+      throw compile_error(e.what());
+    }
+  }
+  return l;
+}
+
+std::string describe(const ir::graph& g, const gen::lowering_options& l) {
+  if (!l.fused) return "path=generic";
+  std::string s = "path=fused";
+  for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
+  return s + " schedule=[" + gen::to_string(l.tiles) + "]";
+}
+
 std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
   p->bound = bound_dims(o);
-  if (o.schedule != "default") throw compile_error("unknown schedule '" + o.schedule + "' (available: default)");
-  if (o.path == lowering::fused) throw compile_error("the fused lowering is not available yet");
   try {
     p->target = Halide::Target(o.target == "host" ? Halide::get_host_target().to_string() : o.target);
   } catch (const Halide::Error& e) {
     throw compile_error("unknown target '" + o.target + "': " + e.what());
   }
+  const gen::lowering_options how = choose_lowering(g, o, p->bound, p->target);
+  p->description = describe(g, how);
   try {
-    p->lowered = gen::lower(g, p->bound);
+    p->lowered = gen::lower(g, p->bound, how);
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     gen::schedule_cpu(p->lowered, p->target);
+    for (gen::flash_funcs& f : p->lowered.flash) gen::schedule_flash_cpu(f, how.tiles, p->target);
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
@@ -149,7 +196,7 @@ std::vector<std::string> compiled_kernel::parameter_names() const {
   return names;
 }
 
-std::string compiled_kernel::describe() const { return "path=generic schedule=default"; }
+std::string compiled_kernel::describe() const { return impl_->description; }
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;
