@@ -1,0 +1,155 @@
+"""Merges attention_bench's Google Benchmark JSON and peers.py's JSON into one Markdown table
+(Python stdlib only); scripts/compare.sh runs it.
+  python3 bench/compare_table.py build/bench/attnforge.json [build/bench/peers.json] [--readme README.md]
+--readme replaces what stands between <!-- results:begin --> and <!-- results:end --> in that file."""
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+import cases
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def attnforge_runs(report):
+    """{(case name, path): (seconds, label)}: the median aggregate where repetitions ran, else the median run."""
+    runs = {}
+    for b in report["benchmarks"]:
+        if b.get("error_occurred"):
+            continue
+        name = b.get("run_name", b["name"])
+        kind = b.get("aggregate_name") if b.get("run_type") == "aggregate" else "run"
+        if kind not in ("median", "run"):
+            continue
+        seconds = b["real_time"] * UNIT_SECONDS[b.get("time_unit", "ns")]
+        runs.setdefault(name, {}).setdefault(kind, []).append((seconds, b.get("label", ""), b.get("flops")))
+    out = {}
+    for name, kinds in runs.items():
+        rows = kinds.get("median") or kinds["run"]
+        seconds = statistics.median(r[0] for r in rows)
+        m = re.match(r"(.+)/(fused|generic)(/|$)", name)  # names end in /real_time and the like
+        if not m:
+            continue
+        out[(m.group(1), m.group(2))] = (seconds, rows[0][1], rows[0][2])
+    return out
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
+        if m:
+            return m.group(1).strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+            return m.group(1).strip() if m else "unknown CPU"
+    except OSError:
+        return "unknown CPU"
+
+
+def commit():
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def fmt(x, digits=1):
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def table(attnforge, peers):
+    context = attnforge.get("context", {})
+    peak = float(context.get("fma_peak_gflops", "nan"))
+    threads = context.get("threads", "?")
+    runs = attnforge_runs(attnforge)
+    peer = {(r["name"], r["peer"]): r for r in (peers or {}).get("results", [])}
+    ts = sorted({int(re.search(r"/T:(\d+)", case).group(1)) for case, _ in runs})
+
+    torch_text = f"torch {peers['torch']} ({peers['threads']} threads)" if peers else \
+        "PyTorch not installed (bash scripts/setup_peers.sh), peer columns empty"
+    lines = [
+        f"Measured {datetime.date.today().isoformat()} on {cpu_model()}, {threads} threads for attnforge "
+        f"(HL_NUM_THREADS) and PyTorch (torch.set_num_threads), commit {commit()}, {torch_text}. "
+        f"FMA peak measured in the same run on {threads} threads: {peak:.1f} GFLOP/s. "
+        f"H = 8, B = 1, float32; GFLOP/s from median times. {cases.FLOP_COUNTING} "
+        "Ratios above 1: attnforge's fused kernel is faster. \"fused path\" is what "
+        "`jit_options{.path = automatic}` ran (kernel.compiled().describe()).",
+        "",
+        "| case | attnforge fused GFLOP/s | fraction of FMA peak | generic GFLOP/s | SDPA GFLOP/s | Flex GFLOP/s "
+        "| fused/SDPA | fused/Flex | fused path |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    notes = set()
+    for name, variant, t, dh in cases.cases(ts):
+        fused, generic = runs.get((name, "fused")), runs.get((name, "generic"))
+        if not fused and not generic:
+            continue
+        flops = cases.flops(variant, t, dh)
+        for run in (fused, generic):
+            if run and run[2] is not None and abs(run[2] - flops) > 1e-6 * flops:
+                sys.exit(f"compare_table: {name}: attention_bench counts {run[2]:.0f} FLOPs, bench/cases.py {flops}")
+        f_gf, g_gf = (flops / run[0] / 1e9 if run else None for run in (fused, generic))
+        p_gf = {}
+        for p in ("sdpa", "flex"):
+            r = peer.get((name, p))
+            p_gf[p] = r["gflops"] if r else None
+            if r and r["note"]:
+                notes.add(f"{p}: {r['note']}")
+        ratio = {p: f_gf / p_gf[p] if f_gf and p_gf[p] else None for p in p_gf}
+        path = re.search(r"path=(\S+)", fused[1]).group(1) if fused and "path=" in fused[1] else "—"
+        label = f"{variant} T={t} Dh={dh}" if variant != "mha_proj" else f"MHA with projections, D=512, 8 heads, T={t}"
+        lines.append(f"| {label} | {fmt(f_gf)} | {fmt(f_gf / peak if f_gf else None, 3)} | {fmt(g_gf)} "
+                     f"| {fmt(p_gf['sdpa'])} | {fmt(p_gf['flex'])} | {fmt(ratio['sdpa'], 2)} | {fmt(ratio['flex'], 2)} "
+                     f"| {path} |")
+    if notes:
+        lines += [""] + [f"- {n}" for n in sorted(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(path, text):
+    with open(path) as f:
+        readme = f.read()
+    if BEGIN not in readme or END not in readme:
+        sys.exit(f"compare_table: {path} has no {BEGIN} … {END} markers")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(path, "w") as f:
+        f.write(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("attnforge", help="attention_bench's --benchmark_out JSON")
+    ap.add_argument("peers", nargs="?", help="peers.py's JSON (optional)")
+    ap.add_argument("--readme", help="write the table into this file, between the results markers")
+    args = ap.parse_args()
+    with open(args.attnforge) as f:
+        attnforge = json.load(f)
+    peers = None
+    if args.peers and os.path.exists(args.peers):
+        with open(args.peers) as f:
+            peers = json.load(f)
+    text = table(attnforge, peers)
+    print(text, end="")
+    if args.readme:
+        update_readme(args.readme, text)
+        print(f"(written into {args.readme})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
