@@ -14,7 +14,7 @@ VARIANTS = (("full", (64, 128)), ("causal", (64, 128)), ("sliding_window_256", (
 
 FLOP_COUNTING = ("GFLOP/s count 4·Dh·H FLOPs per (query, key) pair the mask keeps: T² for full, "
                  "T(T+1)/2 for causal (and ALiBi, softcap), Σᵢ min(i+1, 256) ≈ 256·T for the sliding window; "
-                 "mha_proj adds 4 projections of 2·T·D² (D = 512). Softmax and score modifiers are not counted.")
+                 "MHA with projections adds 4 products of 2·T·D² (D = 512). Softmax and score modifiers are not counted.")
 
 
 def name(variant, t, dh):

@@ -72,23 +72,32 @@ def fmt(x, digits=1):
     return "—" if x is None else f"{x:.{digits}f}"
 
 
+PEERS = {"sdpa": "SDPA", "flex": "Flex"}
+
+
+def peer_cell(row):
+    """GFLOP/s of a peer's row, "n/a" where it cannot express the case, "failed" where it broke."""
+    if row is None:
+        return None, "—"
+    if row["gflops"] is not None:
+        return row["gflops"], fmt(row["gflops"])
+    return None, "n/a" if row["note"].startswith("n/a") else "failed"
+
+
 def table(attnforge, peers):
     context = attnforge.get("context", {})
     peak = float(context.get("fma_peak_gflops", "nan"))
     threads = context.get("threads", "?")
     runs = attnforge_runs(attnforge)
-    peer = {(r["name"], r["peer"]): r for r in (peers or {}).get("results", [])}
+    peer_rows = {(r["name"], r["peer"]): r for r in (peers or {}).get("results", [])}
     ts = sorted({int(re.search(r"/T:(\d+)", case).group(1)) for case, _ in runs})
 
-    torch_text = f"torch {peers['torch']} ({peers['threads']} threads)" if peers else \
-        "PyTorch not installed (bash scripts/setup_peers.sh), peer columns empty"
+    torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
+        "PyTorch not installed (bash scripts/setup_peers.sh), so its columns are empty"
     lines = [
-        f"Measured {datetime.date.today().isoformat()} on {cpu_model()}, {threads} threads for attnforge "
-        f"(HL_NUM_THREADS) and PyTorch (torch.set_num_threads), commit {commit()}, {torch_text}. "
-        f"FMA peak measured in the same run on {threads} threads: {peak:.1f} GFLOP/s. "
-        f"H = 8, B = 1, float32; GFLOP/s from median times. {cases.FLOP_COUNTING} "
-        "Ratios above 1: attnforge's fused kernel is faster. \"fused path\" is what "
-        "`jit_options{.path = automatic}` ran (kernel.compiled().describe()).",
+        f"Measured {datetime.date.today().isoformat()} on {cpu_model()}, commit {commit()}: attnforge with "
+        f"{threads} threads (HL_NUM_THREADS), {torch_text}; FMA peak measured in the same run on "
+        f"{threads} threads: {peak:.1f} GFLOP/s.",
         "",
         "| case | attnforge fused GFLOP/s | fraction of FMA peak | generic GFLOP/s | SDPA GFLOP/s | Flex GFLOP/s "
         "| fused/SDPA | fused/Flex | fused path |",
@@ -104,18 +113,24 @@ def table(attnforge, peers):
             if run and run[2] is not None and abs(run[2] - flops) > 1e-6 * flops:
                 sys.exit(f"compare_table: {name}: attention_bench counts {run[2]:.0f} FLOPs, bench/cases.py {flops}")
         f_gf, g_gf = (flops / run[0] / 1e9 if run else None for run in (fused, generic))
-        p_gf = {}
-        for p in ("sdpa", "flex"):
-            r = peer.get((name, p))
-            p_gf[p] = r["gflops"] if r else None
-            if r and r["note"]:
-                notes.add(f"{p}: {r['note']}")
-        ratio = {p: f_gf / p_gf[p] if f_gf and p_gf[p] else None for p in p_gf}
-        path = re.search(r"path=(\S+)", fused[1]).group(1) if fused and "path=" in fused[1] else "—"
+        cells = [fmt(f_gf), fmt(f_gf / peak if f_gf else None, 3), fmt(g_gf)]
+        ratios = []
+        for p in PEERS:
+            row = peer_rows.get((name, p))
+            gflops, text = peer_cell(row)
+            cells.append(text)
+            ratios.append(fmt(f_gf / gflops if f_gf and gflops else None, 2))
+            if row and row["note"]:
+                notes.add(f"{PEERS[p]}: {row['note']}")
+        path = re.search(r"path=(\S+)", fused[1]) if fused else None
         label = f"{variant} T={t} Dh={dh}" if variant != "mha_proj" else f"MHA with projections, D=512, 8 heads, T={t}"
-        lines.append(f"| {label} | {fmt(f_gf)} | {fmt(f_gf / peak if f_gf else None, 3)} | {fmt(g_gf)} "
-                     f"| {fmt(p_gf['sdpa'])} | {fmt(p_gf['flex'])} | {fmt(ratio['sdpa'], 2)} | {fmt(ratio['flex'], 2)} "
-                     f"| {path} |")
+        lines.append(f"| {label} | " + " | ".join(cells + ratios + [path.group(1) if path else "—"]) + " |")
+    lines += [
+        "",
+        f"H = 8, B = 1, float32; GFLOP/s from median times. {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
+        "fused kernel is faster. Fused path: what `jit_options{.path = automatic}` ran "
+        "(`kernel.compiled().describe()`).",
+    ]
     if notes:
         lines += [""] + [f"- {n}" for n in sorted(notes)]
     return "\n".join(lines) + "\n"

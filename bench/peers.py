@@ -109,9 +109,9 @@ def mha(attend):
 def peer_fn(peer, variant, t):
     """A callable over the case's tensors, or None (n/a)."""
     if variant == "mha_proj":
-        if peer == "sdpa":
-            return mha(sdpa_fn(variant, t))
-        return torch.compile(mha(flex_attention), dynamic=False)  # the whole layer compiled, as one would
+        # Projections in eager mode for both (one GEMM each); compiling the whole layer with
+        # flex_attention inside fails to lower on the CPU in torch 2.15 (q, k, v are strided views).
+        return mha(sdpa_fn(variant, t) if peer == "sdpa" else flex_fn(variant, t))
     return sdpa_fn(variant, t) if peer == "sdpa" else flex_fn(variant, t)
 
 
@@ -152,8 +152,12 @@ def check(selected, t=384, tolerance=1e-4):
             fn = peer_fn(peer, variant, t)
             if fn is None:
                 continue
-            with torch.no_grad():
-                err = (fn(*inputs).double() - want).abs().max().item()
+            try:
+                with torch.no_grad():
+                    err = (fn(*inputs).double() - want).abs().max().item()
+            except Exception as e:  # timing will note the failure; the other peers still run
+                log(f"check {variant} Dh={dh} T={t} {peer}: failed: {type(e).__name__}")
+                continue
             worst = max(worst, err)
             log(f"check {variant} Dh={dh} T={t} {peer}: max |error| = {err:.2e}")
             if not err <= tolerance:
@@ -202,7 +206,7 @@ def main():
             try:
                 fn = peer_fn(peer, variant, t)
                 if fn is None:
-                    row["note"] = "n/a: SDPA has no score modifier"
+                    row["note"] = "n/a: SDPA has no hook on the scores (softcap)"
                 else:
                     start = time.perf_counter()
                     row["seconds"] = time_call(fn, inputs, args.min_time)
