@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -88,10 +89,17 @@ const std::vector<attn::tensor<float>>& inputs(const std::vector<std::vector<std
 template <class E, std::size_t... I>
 void run(benchmark::State& state, const E& expr, attn::lowering path, double flops,
          const std::vector<attn::tensor<float>>& in, std::index_sequence<I...>) {
-  auto kernel = attn::jit(expr, {.path = path});
-  auto result = kernel(in[I]...);  // compiled by jit; this warms up and sizes the output
-  for (auto _ : state) kernel.into(result.view(), in[I]...);
-  state.SetLabel(kernel.compiled().describe());
+  std::optional<attn::kernel<E>> kernel;
+  attn::tensor<float> result;
+  try {
+    kernel.emplace(attn::jit(expr, {.path = path}));
+    result = (*kernel)(in[I]...);  // compiled by jit; this warms up and sizes the output
+  } catch (const std::exception& e) {  // one case that cannot compile must not stop the others
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) kernel->into(result.view(), in[I]...);
+  state.SetLabel(kernel->compiled().describe());
   using benchmark::Counter;
   state.counters["flops"] = flops;  // per call
   state.counters["GFLOP/s"] = Counter(flops / 1e9, Counter::kIsIterationInvariantRate);

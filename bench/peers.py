@@ -189,8 +189,6 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    # Each case compiles anew (torch._dynamo.reset below); allow many recompiles all the same.
-    torch._dynamo.config.cache_size_limit = 64
     selected = [c for c in cases.cases(args.T) if re.search(args.filter, c[0])]
     if args.check:
         one_per_variant = {}  # (variant, Dh) -> a case

@@ -40,8 +40,11 @@ rm -f "$out/peers.json"
 if [ -x "$peers" ] && "$peers" -c 'import torch' 2>/dev/null; then
   echo "== PyTorch SDPA and FlexAttention, $threads threads"
   # --check: each peer against a float64 reference of the cases first, so both sides compute the same thing.
-  "$peers" "$root/bench/peers.py" --threads "$threads" --check "${peer_args[@]}" > "$out/peers.json.tmp"
-  mv "$out/peers.json.tmp" "$out/peers.json"
+  if "$peers" "$root/bench/peers.py" --threads "$threads" --check "${peer_args[@]}" > "$out/peers.json.tmp"; then
+    mv "$out/peers.json.tmp" "$out/peers.json"
+  else
+    echo "== peers.py failed (see above): peer columns stay empty" >&2
+  fi
 else
   echo "== PyTorch not installed: peer columns stay empty. Install it (once, ~3 GB) with: bash scripts/setup_peers.sh"
 fi
