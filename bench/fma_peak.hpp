@@ -1,6 +1,7 @@
 #pragma once
-// The machine's measured float FMA peak (GFLOP/s, all cores): many independent multiply-add
-// chains the compiler vectorises, run on every hardware thread at once.
+// The machine's measured float FMA peak (GFLOP/s): many independent multiply-add chains the
+// compiler vectorises, run on `threads` threads at once (default: every hardware thread).
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -19,8 +20,8 @@ inline double chains(long iterations) {
   return s;
 }
 
-inline double measure_fma_peak_gflops() {
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+inline double measure_fma_peak_gflops(unsigned threads = std::max(1u, std::thread::hardware_concurrency())) {
+  threads = std::max(1u, threads);
   const long iterations = 2'000'000;
   std::vector<std::thread> pool;
   std::vector<double> sink(threads);

@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   std::printf("y = %s\n  shape %s, parameters in call order:", to_string(y).c_str(), shape_text(y).c_str());
   const auto kernel = attn::jit(y);
   for (const auto& p : kernel.parameters()) std::printf(" %s", p.c_str());
-  std::printf("\n\n");
+  // Which lowering runs (fused: one pipeline with an online softmax over key tiles) and its schedule.
+  std::printf("\nkernel: %s\n\n", kernel.compiled().describe().c_str());
 
   out.text_file("causal_self_attention.dot", to_dot(y));
   pictures::graph_picture(out.path("causal_self_attention.png"), to_dot(y));
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
     if (body.starts_with("produce ") || body.starts_with("for (") || body.starts_with("parallel (") || body.starts_with("vectorized ("))
       std::printf("  %s\n", line.c_str());
   }
-  out.record = {{"expression", to_string(y)}, {"parameters", kernel.parameters()}, {"loop_nest_lines", std::count(stmt.begin(), stmt.end(), '\n')}};
+  out.record = {{"expression", to_string(y)}, {"parameters", kernel.parameters()}, {"describe", kernel.compiled().describe()},
+                {"loop_nest_lines", std::count(stmt.begin(), stmt.end(), '\n')}};
   out.save();
   return 0;
 }

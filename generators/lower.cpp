@@ -1,7 +1,9 @@
 #include "lower.hpp"
 
 #include <limits>
+#include <set>
 #include <stdexcept>
+#include "attention_pattern.hpp"
 
 namespace attn::gen {
 
@@ -24,7 +26,14 @@ const Expr minus_infinity = Internal::make_const(Float(32), -std::numeric_limits
 
 class lowering {
  public:
-  lowering(const ir::graph& g, const bound_dims& bound) : g_(g), bound_(bound) {
+  lowering(const ir::graph& g, const bound_dims& bound, const lowering_options& o) : g_(g), bound_(bound), options_(o) {
+    if (o.fused)
+      for (const attention_match& m : find_attention(g)) {
+        attention_.emplace(m.combine, m);
+        const auto& s = g.at(m.softmax).shape;
+        tiled_dims_.insert(s[s.size() - 2].name);
+        tiled_dims_.insert(s[s.size() - 1].name);
+      }
     for (int t : g_.terminals) {
       const ir::node& n = g_.at(t);
       Type type = n.kind == ir::op::lengths ? Int(32) : Float(32);
@@ -47,7 +56,7 @@ class lowering {
       out_.stages.push_back({f, halide_vars(vars, root.batched), lowered::stage::layout, {}, {}, {}, {}});
       out_.output = f;
     }
-    for (int i = static_cast<int>(g_.nodes.size()) - 1; i >= 0; --i)
+    for (int i = static_cast<int>(g_.nodes.size()) - 1; i >= 0 && !options_.fused; --i)
       if (g_.at(i).kind == ir::op::softmax) {
         out_.weights = func(i);
         out_.weights_batched = g_.at(i).batched;
@@ -107,7 +116,7 @@ class lowering {
     auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
     switch (n.kind) {
       case op::input: case op::weight: case op::lengths:
-        return params_.at(i)(halide_args(idx, batch_, n.batched));
+        return params_.at(i)(halide_args(clamped(n, idx), batch_, n.batched));
       case op::constant: return Internal::make_const(Float(32), n.value);
       case op::dim_value: return cast<float>(extent(n.name, static_cast<std::int64_t>(n.value)));
       case op::placeholder: {
@@ -180,6 +189,15 @@ class lowering {
     throw std::logic_error("lower: unknown op");
   }
 
+  // The fused pipeline computes whole tiles, past the last query or key; those reads are
+  // clamped to the tensor (their results are masked or never stored).
+  std::vector<Expr> clamped(const ir::node& n, std::vector<Expr> idx) const {
+    for (std::size_t k = 0; k < n.shape.size(); ++k)
+      if (tiled_dims_.contains(n.shape[k].name))
+        idx[k] = clamp(idx[k], 0, extent(n.shape[k].name, n.shape[k].size) - 1);
+    return idx;
+  }
+
   placeholders score_placeholders(const ir::node& n, const std::vector<Expr>& idx, Expr s) const {
     std::size_t r = idx.size();
     Expr head = 0;
@@ -190,7 +208,9 @@ class lowering {
 
   // Products, softmax and transposes are computed into their own Funcs (scheduled in cpu_schedule).
   Func func(int i) {
-    if (auto it = funcs_.find(i); it != funcs_.end()) return it->second;
+    const bool fresh = pairwise_ != nullptr && is_pairwise(g_.at(i));
+    if (auto it = funcs_.find(i); !fresh && it != funcs_.end()) return it->second;
+    if (auto a = attention_.find(i); a != attention_.end()) return fused(a->second);
     const ir::node& n = g_.at(i);
     auto [f, vars] = new_func(std::string(ir::op_name(n.kind)), n);
     std::vector<Expr> idx = as_exprs(vars);
@@ -207,9 +227,64 @@ class lowering {
       define_softmax(n, f, idx, lhs, st);
       st.kind = lowered::stage::softmax_row;
     }
-    funcs_.emplace(i, f);
-    out_.stages.push_back(st);
+    if (fresh) {
+      pairwise_->push_back(st);
+    } else {
+      funcs_.emplace(i, f);
+      out_.stages.push_back(st);
+    }
     return f;
+  }
+
+  // A node spanning (queries, keys) of the attention being fused: computed per tile, one copy per use.
+  bool is_pairwise(const ir::node& n) const {
+    const std::size_t r = n.shape.size();
+    return (n.kind == ir::op::matmul || n.kind == ir::op::softmax || n.kind == ir::op::transpose) && r >= 2 &&
+           n.shape[r - 2].name == pair_q_ && n.shape[r - 1].name == pair_kv_;
+  }
+
+  // softmax(chain(S))·V as one fused pipeline (flash_algorithm.hpp).
+  Func fused(const attention_match& m) {
+    const ir::node& weights = g_.at(m.softmax);
+    const std::size_t r = weights.shape.size();
+    const ir::dim& q_dim = weights.shape[r - 2];
+    const ir::dim& kv_dim = weights.shape[r - 1];
+    const ir::node& values = g_.at(m.values);
+    flash_problem p;
+    p.lead = static_cast<int>(r - 2);
+    p.batched = g_.at(m.combine).batched;
+    p.batch = batch_;
+    p.nq = extent(q_dim.name, q_dim.size);
+    p.nk = extent(kv_dim.name, kv_dim.size);
+    p.dv = static_cast<int>(values.shape.back().size);
+    p.score = [this, m, q_dim, kv_dim](const std::vector<Expr>& lead, const Expr& q, const Expr& kv, std::vector<stage>& pairwise) {
+      auto saved = std::tuple(pairwise_, pair_q_, pair_kv_);
+      pairwise_ = &pairwise;
+      pair_q_ = q_dim.name;
+      pair_kv_ = kv_dim.name;
+      std::vector<Expr> idx = lead;
+      idx.push_back(q);
+      idx.push_back(kv);
+      flash_problem::scored sc{value(m.score, idx, {}), Internal::const_true()};
+      for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) {
+        const ir::node& link = g_.at(*it);
+        const Expr bound = arg(link, 1, idx, score_placeholders(link, idx, sc.score));
+        if (link.kind == ir::op::mask) sc.keep = sc.keep && bound;
+        else sc.score = cast(Float(32), bound);
+      }
+      std::tie(pairwise_, pair_q_, pair_kv_) = saved;
+      return sc;
+    };
+    p.value = [this, m](const std::vector<Expr>& lead, const Expr& kv, const Expr& d) {
+      std::vector<Expr> idx = lead_index(g_.at(m.values).shape, lead);
+      idx.push_back(kv);
+      idx.push_back(d);
+      return value(m.values, idx, {});
+    };
+    const flash_schedule& t = options_.tiles;
+    out_.flash.push_back(flash_attention(p, t.q_tile, t.kv_tile, t.vector));
+    funcs_.emplace(m.combine, out_.flash.back().output);
+    return out_.flash.back().output;
   }
 
   template <class Lhs>
@@ -273,6 +348,11 @@ class lowering {
 
   const ir::graph& g_;
   const bound_dims& bound_;
+  const lowering_options& options_;
+  std::map<int, attention_match> attention_;  // by combine node
+  std::set<std::string_view> tiled_dims_;     // query and key dims of fused attentions
+  std::vector<stage>* pairwise_ = nullptr;    // while evaluating a fused score: its per-pair Funcs
+  std::string_view pair_q_, pair_kv_;
   std::map<int, ImageParam> params_;
   std::map<int, Func> funcs_;
   Var batch_{"batch"};
@@ -282,6 +362,8 @@ class lowering {
 
 }  // namespace
 
-lowered lower(const ir::graph& g, const bound_dims& bound) { return lowering(g, bound).run(); }
+lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options) {
+  return lowering(g, bound, options).run();
+}
 
 }  // namespace attn::gen

@@ -9,6 +9,9 @@
 #include <vector>
 #include <Halide.h>
 #include "dsl/ir.hpp"
+#include "flash_algorithm.hpp"
+#include "flash_schedule.hpp"
+#include "stage.hpp"
 
 namespace attn::gen {
 
@@ -19,20 +22,23 @@ struct lowered {
   bool output_batched = false, weights_batched = false;
 
   // What the schedule needs to know about each materialised Func.
-  struct stage {
-    Halide::Func func;
-    std::vector<Halide::Var> vars;  // innermost first, batch last
-    enum kind_t { product, softmax_row, layout } kind;
-    Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
-    Halide::RDom reduction;                   // products: the contracted dim
-  };
+  using stage = gen::stage;
   std::vector<stage> stages;
+  // Attentions lowered to the fused pipeline (each replaces a softmax and its combine).
+  std::vector<flash_funcs> flash;
 };
 
 // Run-time dims fixed at compile time (jit_options::bind).
 using bound_dims = std::map<std::string, std::int64_t, std::less<>>;
 
-lowered lower(const ir::graph& g, const bound_dims& bound);
+// fused: lower every attention found on the IR (attention_pattern.hpp) to the fused pipeline,
+// with the tiles of `tiles`; otherwise (or where none is found) everything is generic.
+struct lowering_options {
+  bool fused = false;
+  flash_schedule tiles{};
+};
+
+lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options = {});
 
 // Row-major indices (outermost first) -> Halide argument order (innermost first), then batch.
 std::vector<Halide::Expr> halide_args(const std::vector<Halide::Expr>& row_major, const Halide::Expr& batch, bool batched);

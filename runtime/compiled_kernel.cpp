@@ -5,7 +5,9 @@
 #include <Halide.h>
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
+#include "generators/attention_pattern.hpp"
 #include "generators/cpu_schedule.hpp"
+#include "generators/flash_cpu_schedule.hpp"
 #include "generators/lower.hpp"
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
@@ -28,6 +30,8 @@ struct compiled_kernel::impl {
   Halide::Callable callable;
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
   std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
+  std::string description;  // describe()
+  std::vector<int> materialised;  // nodes computed into buffers of their own (the memory budget)
 };
 
 namespace {
@@ -63,24 +67,75 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 }
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
+std::int64_t size_of(const ir::dim& d, const detail::dim_sizes& bound) {
+  if (d.size > 0) return d.size;
+  auto it = bound.find(d.name);
+  return it == bound.end() ? 0 : it->second;
+}
+
+// Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
+gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
+                                      const Halide::Target& target) {
+  const std::vector<gen::attention_match> found = gen::find_attention(g);
+  gen::lowering_options l;
+  l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
+  if (o.path == lowering::fused && o.with_weights)
+    throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
+  if (o.path == lowering::fused && found.empty())
+    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
+  const int vector = target.natural_vector_size<float>();
+  if (found.empty()) {
+    l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
+  } else {
+    const ir::node& w = g.at(found.front().softmax);
+    const std::size_t r = w.shape.size();
+    l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
+                                          size_of(g.at(found.front().values).shape.back(), bound), vector);
+  }
+  if (o.schedule != "default") {
+    if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
+    try {
+      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+    } catch (const std::invalid_argument& e) {
+      throw compile_error(e.what());
+    }
+  }
+  return l;
+}
+
+std::string describe(const ir::graph& g, const gen::lowering_options& l) {
+  if (!l.fused) return "path=generic";
+  std::string s = "path=fused";
+  for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
+  return s + " schedule=[" + gen::to_string(l.tiles) + "]";
+}
+
 std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
   p->bound = bound;
-  if (o.schedule != "default") throw compile_error("unknown schedule '" + o.schedule + "' (available: default)");
-  if (o.path == lowering::fused) throw compile_error("the fused lowering is not available yet");
   try {
     p->target = Halide::Target(o.target == "host" ? Halide::get_host_target().to_string() : o.target);
   } catch (const Halide::Error& e) {
     throw compile_error("unknown target '" + o.target + "': " + e.what());
   }
   detail::check_jit_can_run(p->target, o.target);
+  const gen::lowering_options how = choose_lowering(g, o, p->bound, p->target);
+  p->description = describe(g, how);
+  if (how.fused) {
+    std::vector<int> fused_softmaxes;
+    for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
+    p->materialised = detail::fused_materialised(g, fused_softmaxes);
+  } else {
+    p->materialised = detail::generic_materialised(g, o.with_weights);
+  }
   try {
-    p->lowered = gen::lower(g, p->bound);
+    p->lowered = gen::lower(g, p->bound, how);
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     gen::schedule_cpu(p->lowered, p->target);
+    for (gen::flash_funcs& f : p->lowered.flash) gen::schedule_flash_cpu(f, how.tiles, p->target);
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
@@ -116,7 +171,7 @@ std::vector<std::string> compiled_kernel::parameter_names() const {
   return names;
 }
 
-std::string compiled_kernel::describe() const { return "path=generic schedule=default"; }
+std::string compiled_kernel::describe() const { return impl_->description; }
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;
@@ -135,7 +190,7 @@ outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
   // Before allocating: the outputs this call allocates and the kernel's intermediates.
   std::vector<int> allocated{g.root};
   if (impl_->options.with_weights) allocated.push_back(detail::weights_node(g));
-  detail::check_memory(detail::estimate_memory(g, call, allocated, detail::generic_materialised(g, impl_->options.with_weights)),
+  detail::check_memory(detail::estimate_memory(g, call, allocated, impl_->materialised),
                        impl_->target.maximum_buffer_size());
   outputs out;
   out.output = tensor<float>(detail::result_sizes(g.output(), call));
@@ -166,7 +221,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     detail::check_no_self_overlap("output 'weights'", *weights);
     if (detail::may_overlap(output, *weights)) throw argument_error("output 'output' and output 'weights' overlap in memory");
   }
-  detail::check_memory(detail::estimate_memory(g, call, {}, detail::generic_materialised(g, impl_->options.with_weights)),
+  detail::check_memory(detail::estimate_memory(g, call, {}, impl_->materialised),
                        impl_->target.maximum_buffer_size());
 
   // Halide wants unit innermost strides: copy the few views that lack one.

@@ -70,6 +70,21 @@ std::vector<int> generic_materialised(const ir::graph& g, bool with_weights) {
   return nodes;
 }
 
+std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes) {
+  auto tiled = [&](const ir::node& n) {
+    for (int sm : fused_softmaxes) {
+      const auto& w = g.at(sm).shape;
+      const std::size_t r = n.shape.size(), rw = w.size();
+      if (r >= 2 && n.shape[r - 2].name == w[rw - 2].name && n.shape[r - 1].name == w[rw - 1].name) return true;
+    }
+    return false;
+  };
+  std::vector<int> nodes;
+  for (int i : generic_materialised(g, false))
+    if (!tiled(g.at(i))) nodes.push_back(i);
+  return nodes;
+}
+
 memory_estimate estimate_memory(const ir::graph& g, const call_shape& call, std::span<const int> allocated,
                                 std::span<const int> materialised) {
   memory_estimate e;

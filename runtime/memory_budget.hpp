@@ -26,6 +26,11 @@ struct memory_estimate {
 // pipeline's outputs (the root and, with_weights, the outermost softmax), which it writes in place.
 std::vector<int> generic_materialised(const ir::graph& g, bool with_weights);
 
+// The nodes the fused lowering materialises: the generic ones but each fused attention's
+// softmax and the (queries × keys) nodes of its score, which it computes tile by tile.
+// `fused_softmaxes`: the softmax node of each fused attention.
+std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes);
+
 // The outermost softmax (the one with_weights returns), or -1.
 int weights_node(const ir::graph& g);
 

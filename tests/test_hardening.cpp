@@ -346,7 +346,7 @@ BOOST_AUTO_TEST_CASE(huge_call_with_weights_fails_fast_with_a_memory_error) {
 
 BOOST_AUTO_TEST_CASE(memory_budget_is_settable_and_names_what_was_needed) {
   const restore_limits restore;
-  const auto k = attn::jit(self);
+  const auto k = attn::jit(self, {.path = attn::lowering::generic});
   std::mt19937 rng(10);
   const tensor<float> X = ref::random_tensor({512, 8}, rng);
   tensor<float> out({512, 8}, sentinel);
@@ -355,8 +355,15 @@ BOOST_AUTO_TEST_CASE(memory_budget_is_settable_and_names_what_was_needed) {
   BOOST_CHECK_EXCEPTION(k.into(out.view(), X), attn::memory_error,
                         message_has<attn::memory_error>({"memory budget", "set_memory_budget", "intermediate matmul (512, 512)", "1048576 bytes"}));
   BOOST_CHECK(untouched(out));
+  // The fused lowering never materialises the 512×512 scores: the same call fits the budget.
+  const auto fused = attn::jit(self, {.path = attn::lowering::fused});
+  BOOST_REQUIRE(fused.compiled().describe().starts_with("path=fused"));
+  fused.into(out.view(), X);
+  const ref::comparison c = check_self(out, X);
+  BOOST_CHECK_MESSAGE(c.ok, c.describe());
   attn::set_memory_budget(0);  // back to the default
   BOOST_CHECK_GT(attn::memory_budget(), std::int64_t{1} << 20);
+  std::fill(out.values().begin(), out.values().end(), sentinel);
   k.into(out.view(), X);
   BOOST_CHECK(!untouched(out));
 }
@@ -365,7 +372,7 @@ BOOST_AUTO_TEST_CASE(intermediate_beyond_halide_buffer_limit_is_a_memory_error) 
   // 30000² scores are 3.6 GB: more than one Halide buffer holds without large_buffers.
   const restore_limits restore;
   attn::set_memory_budget(std::int64_t{1} << 62);
-  const auto k = attn::jit(self);
+  const auto k = attn::jit(self, {.path = attn::lowering::generic});
   std::vector<float> row(8, 0.5f);
   const auto long_x = attn::view(row.data(), {30000, 8}, {0, 1});
   tensor<float> out({30000, 8}, sentinel);

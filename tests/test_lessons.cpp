@@ -235,11 +235,15 @@ BOOST_AUTO_TEST_CASE(inspect_a_kernel) {
   BOOST_TEST(r.record["parameters"] == nlohmann::json({"x", "wq", "wk", "wv"}));
   BOOST_TEST(read("causal_self_attention.dot").starts_with("digraph attn {"));
   const std::string stmt = read("causal_self_attention.stmt"), html = read("causal_self_attention.html");
-  BOOST_TEST(stmt.find("produce softmax") != std::string::npos);
+  // The fused pipeline: per task, the online-softmax state folds in full and partial key tiles.
+  BOOST_TEST(r.record["describe"].get<std::string>().starts_with("path=fused attention=softmax(mask(score))·V"));
+  BOOST_TEST(stmt.find("produce flash_state") != std::string::npos);
+  BOOST_TEST(stmt.find("full_tile") != std::string::npos);
+  BOOST_TEST(stmt.find("partial_tile") != std::string::npos);
   BOOST_TEST(stmt.find("parallel") != std::string::npos);
   BOOST_TEST(html.find("<html") != std::string::npos);
   BOOST_TEST(r.printed.find("parallel (") != std::string::npos);  // the printed skeleton
-  BOOST_TEST(r.printed.find("produce softmax") != std::string::npos);
+  BOOST_TEST(r.printed.find("produce flash_state") != std::string::npos);
   require_picture(r, "causal_self_attention.png");
 }
 

@@ -1,5 +1,6 @@
-// libFuzzer target: one compiled key-padding attention kernel (compiled once, ~1 s), called with
-// fuzzed shapes, batch, strides, memory layouts, lengths and finite values. The promise checked:
+// libFuzzer target: a key-padding attention compiled twice (once each, ~1 s): generic with the
+// weights, and fused (flash) without. Each input picks one and calls it with fuzzed shapes,
+// batch, strides, memory layouts, lengths and finite values. The promise checked:
 //   - a valid call gives the double reference's result, within the tests' tolerance rule
 //     (tests/reference.hpp: at most 2x the naive float error plus a small floor);
 //   - an invalid call (one mutation, chosen by the input) throws a typed attn error
@@ -94,13 +95,14 @@ bool all_sentinel(const std::vector<float>& m) {
 enum mutation { none, wrong_static_dim, disagreeing_dim, float_lengths, null_input, wrong_output, zero_output_stride, huge_stride,
                 batch_mismatch, mutations };
 
-struct kernel_once {
-  attn::kernel<std::remove_cvref_t<decltype(padded)>> kernel = attn::jit(padded, {.with_weights = true});
+struct kernels_once {
+  attn::kernel<std::remove_cvref_t<decltype(padded)>> generic = attn::jit(padded, {.with_weights = true});
+  attn::kernel<std::remove_cvref_t<decltype(padded)>> fused = attn::jit(padded, {.path = attn::lowering::fused});
 };
 
 void run_one(bytes in) {
-  static const kernel_once once;  // one compilation per process
-  const auto& kern = once.kernel;
+  static const kernels_once once;  // one compilation each per process
+  const bool fused = in.pick(2) == 1;
 
   const index batch = in.pick(4);  // 0: no batch dim
   const index nq = 1 + in.pick(9), nx = 1 + in.pick(11);
@@ -147,7 +149,8 @@ void run_one(bytes in) {
   }
 
   try {
-    kern.into_with_weights(so.view, sw.view, sq.view, sk.view, sv.view, len_view);
+    if (fused) once.fused.into(so.view, sq.view, sk.view, sv.view, len_view);
+    else once.generic.into_with_weights(so.view, sw.view, sq.view, sk.view, sv.view, len_view);
   } catch (const attn::shape_error&) {
     if (m == none) throw;
   } catch (const attn::dtype_error&) {
@@ -162,7 +165,7 @@ void run_one(bytes in) {
 
   // Nothing written outside the outputs' elements (padding, gaps).
   const auto written = [](const std::vector<float>& mem) { return std::count_if(mem.begin(), mem.end(), [](float x) { return x != sentinel; }); };
-  if (written(so.memory) != std::max<index>(batch, 1) * nq * 3 || written(sw.memory) != std::max<index>(batch, 1) * nq * nx)
+  if (written(so.memory) != std::max<index>(batch, 1) * nq * 3 || written(sw.memory) != (fused ? 0 : std::max<index>(batch, 1) * nq * nx))
     finding("a call wrote outside its outputs' elements");
 
   // The tolerance floor grows with the logits: a logit of size L is only known to L·2⁻²⁴ in float,
@@ -189,9 +192,9 @@ void run_one(bytes in) {
     const float* w = static_cast<const float*>(sw.view.data) + (batch > 0 ? b * nq * nx : 0);
     std::copy(w, w + nq * nx, got_w.begin());
     const ref::comparison co = ref::compare(got.data(), nq * 3, r.output, f.output, floor_rel);
-    const ref::comparison cw = ref::compare(got_w.data(), nq * nx, r.weights, f.weights, floor_rel);
+    const ref::comparison cw = fused ? co : ref::compare(got_w.data(), nq * nx, r.weights, f.weights, floor_rel);
     if (!co.ok || !cw.ok)
-      finding("batch " + std::to_string(batch) + " item " + std::to_string(b) + " nq " + std::to_string(nq) + " nx " + std::to_string(nx) +
+      finding(std::string(fused ? "fused" : "generic") + " batch " + std::to_string(batch) + " item " + std::to_string(b) + " nq " + std::to_string(nq) + " nx " + std::to_string(nx) +
               " len " + std::to_string(l) + ": output " + co.describe() + "; weights " + cw.describe());
   }
 }

@@ -1,0 +1,42 @@
+"""The benchmark's cases and how their FLOPs are counted; shared by peers.py and compare_table.py
+(Python stdlib only). bench/attention_bench.cpp registers the same cases under the same names."""
+
+HEADS = 8
+WINDOW = 256  # sliding window: a query sees itself and the 255 keys before it
+CAP = 20.0  # softcap: cap·tanh(score / cap)
+D_MODEL = 512  # mha_proj: x (T, 512), W_Q, W_K, W_V, W_O (512 × 512), 8 heads of 64
+TS = (512, 1024, 2048, 4096)
+QUICK_TS = (512,)
+
+# (variant, head widths it runs with)
+VARIANTS = (("full", (64, 128)), ("causal", (64, 128)), ("sliding_window_256", (64,)),
+            ("alibi_causal", (64,)), ("softcap_causal", (64,)), ("mha_proj", (64,)))
+
+FLOP_COUNTING = ("GFLOP/s count 4·Dh·H FLOPs per (query, key) pair the mask keeps: T² for full, "
+                 "T(T+1)/2 for causal (and ALiBi, softcap), Σᵢ min(i+1, 256) ≈ 256·T for the sliding window; "
+                 "MHA with projections adds 4 products of 2·T·D² (D = 512). Softmax and score modifiers are not counted.")
+
+
+def name(variant, t, dh):
+    return f"{variant}/T:{t}/Dh:{dh}"
+
+
+def cases(ts=TS):
+    """[(name, variant, T, Dh)] in table order."""
+    return [(name(v, t, dh), v, t, dh) for v, dhs in VARIANTS for dh in dhs for t in ts]
+
+
+def kept_pairs(variant, t):
+    if variant in ("full", "mha_proj"):
+        return t * t
+    if variant == "sliding_window_256":
+        w = min(WINDOW, t)
+        return w * t - w * (w - 1) // 2
+    return t * (t + 1) // 2
+
+
+def flops(variant, t, dh):
+    f = 4 * dh * HEADS * kept_pairs(variant, t)
+    if variant == "mha_proj":
+        f += 4 * 2 * t * D_MODEL * D_MODEL
+    return f

@@ -1,0 +1,170 @@
+"""Merges attention_bench's Google Benchmark JSON and peers.py's JSON into one Markdown table
+(Python stdlib only); scripts/compare.sh runs it.
+  python3 bench/compare_table.py build/bench/attnforge.json [build/bench/peers.json] [--readme README.md]
+--readme replaces what stands between <!-- results:begin --> and <!-- results:end --> in that file."""
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+import cases
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def attnforge_runs(report):
+    """{(case name, path): (seconds, label)}: the median aggregate where repetitions ran, else the median run."""
+    runs = {}
+    for b in report["benchmarks"]:
+        if b.get("error_occurred"):
+            continue
+        name = b.get("run_name", b["name"])
+        kind = b.get("aggregate_name") if b.get("run_type") == "aggregate" else "run"
+        if kind not in ("median", "run"):
+            continue
+        seconds = b["real_time"] * UNIT_SECONDS[b.get("time_unit", "ns")]
+        runs.setdefault(name, {}).setdefault(kind, []).append((seconds, b.get("label", ""), b.get("flops")))
+    out = {}
+    for name, kinds in runs.items():
+        rows = kinds.get("median") or kinds["run"]
+        seconds = statistics.median(r[0] for r in rows)
+        m = re.match(r"(.+)/(fused|generic)(/|$)", name)  # names end in /real_time and the like
+        if not m:
+            continue
+        out[(m.group(1), m.group(2))] = (seconds, rows[0][1], rows[0][2])
+    return out
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
+        if m:
+            return m.group(1).strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+            return m.group(1).strip() if m else "unknown CPU"
+    except OSError:
+        return "unknown CPU"
+
+
+def commit():
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def fmt(x, digits=1):
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+PEERS = {"sdpa": "SDPA", "flex": "Flex"}
+
+
+def peer_cell(row):
+    """GFLOP/s of a peer's row, "n/a" where it cannot express the case, "failed" where it broke."""
+    if row is None:
+        return None, "—"
+    if row["gflops"] is not None:
+        return row["gflops"], fmt(row["gflops"])
+    return None, "n/a" if row["note"].startswith("n/a") else "failed"
+
+
+def table(attnforge, peers):
+    context = attnforge.get("context", {})
+    peak = float(context.get("fma_peak_gflops", "nan"))
+    threads = context.get("threads", "?")
+    runs = attnforge_runs(attnforge)
+    peer_rows = {(r["name"], r["peer"]): r for r in (peers or {}).get("results", [])}
+    ts = sorted({int(re.search(r"/T:(\d+)", case).group(1)) for case, _ in runs})
+
+    torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
+        "PyTorch not installed (bash scripts/setup_peers.sh), so its columns are empty"
+    lines = [
+        f"Measured {datetime.date.today().isoformat()} on {cpu_model()}, commit {commit()}: attnforge with "
+        f"{threads} threads (HL_NUM_THREADS), {torch_text}; FMA peak measured in the same run on "
+        f"{threads} threads: {peak:.1f} GFLOP/s.",
+        "",
+        "| case | attnforge fused GFLOP/s | fraction of FMA peak | generic GFLOP/s | SDPA GFLOP/s | Flex GFLOP/s "
+        "| fused/SDPA | fused/Flex | fused path |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    notes = set()
+    for name, variant, t, dh in cases.cases(ts):
+        fused, generic = runs.get((name, "fused")), runs.get((name, "generic"))
+        if not fused and not generic:
+            continue
+        flops = cases.flops(variant, t, dh)
+        for run in (fused, generic):
+            if run and run[2] is not None and abs(run[2] - flops) > 1e-6 * flops:
+                sys.exit(f"compare_table: {name}: attention_bench counts {run[2]:.0f} FLOPs, bench/cases.py {flops}")
+        f_gf, g_gf = (flops / run[0] / 1e9 if run else None for run in (fused, generic))
+        cells = [fmt(f_gf), fmt(f_gf / peak if f_gf else None, 3), fmt(g_gf)]
+        ratios = []
+        for p in PEERS:
+            row = peer_rows.get((name, p))
+            gflops, text = peer_cell(row)
+            cells.append(text)
+            ratios.append(fmt(f_gf / gflops if f_gf and gflops else None, 2))
+            if row and row["note"]:
+                notes.add(f"{PEERS[p]}: {row['note']}")
+        path = re.search(r"path=(\S+)", fused[1]) if fused else None
+        label = f"{variant} T={t} Dh={dh}" if variant != "mha_proj" else f"MHA with projections, D=512, 8 heads, T={t}"
+        lines.append(f"| {label} | " + " | ".join(cells + ratios + [path.group(1) if path else "—"]) + " |")
+    lines += [
+        "",
+        f"H = 8, B = 1, float32; GFLOP/s from median times. {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
+        "fused kernel is faster. Fused path: what `jit_options{.path = automatic}` ran "
+        "(`kernel.compiled().describe()`).",
+    ]
+    if notes:
+        lines += [""] + [f"- {n}" for n in sorted(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(path, text):
+    with open(path) as f:
+        readme = f.read()
+    if BEGIN not in readme or END not in readme:
+        sys.exit(f"compare_table: {path} has no {BEGIN} … {END} markers")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(path, "w") as f:
+        f.write(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("attnforge", help="attention_bench's --benchmark_out JSON")
+    ap.add_argument("peers", nargs="?", help="peers.py's JSON (optional)")
+    ap.add_argument("--readme", help="write the table into this file, between the results markers")
+    args = ap.parse_args()
+    with open(args.attnforge) as f:
+        attnforge = json.load(f)
+    peers = None
+    if args.peers and os.path.exists(args.peers):
+        with open(args.peers) as f:
+            peers = json.load(f)
+    text = table(attnforge, peers)
+    print(text, end="")
+    if args.readme:
+        update_readme(args.readme, text)
+        print(f"(written into {args.readme})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

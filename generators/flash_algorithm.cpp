@@ -1,0 +1,168 @@
+#include "flash_algorithm.hpp"
+
+#include <limits>
+#include <string>
+#include "mask_bounds.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+// Stands for "no kept key" in maxima and masked scores: finite, so no inf arithmetic is needed.
+const Expr none = Expr(std::numeric_limits<float>::lowest());
+const Expr minus_infinity = Internal::make_const(Float(32), -std::numeric_limits<double>::infinity());
+
+// max(x, lo), keeping NaN (a fast-math max may drop it): exp's argument stays where exp is exact
+// and a NaN score still reaches the sum.
+Expr clamp_below(const Expr& x, float lo) { return strict_float(select(x < lo, lo, x)); }
+
+class builder {
+ public:
+  builder(const flash_problem& p, int q_tile, int kv_tile, int vector) : p_(p) {
+    f_.q_tile = q_tile;
+    f_.kv_tile = kv_tile;
+    f_.vector = vector;
+    f_.batch = p.batch;
+    f_.batched = p.batched;
+    f_.dv_size = p.dv;
+    f_.dv = Var("dv");
+    f_.q = Var("q");
+    f_.qi = Var("qi");
+    f_.qt = Var("qt");
+    f_.kvi = Var("kvi");
+    f_.lane = Var("lane");
+    f_.t = Var("t");
+    for (int k = 0; k < p.lead; ++k) f_.lead.emplace_back("lead" + std::to_string(k));  // innermost first
+  }
+
+  flash_funcs run() {
+    const Expr tiles = (p_.nk + (f_.kv_tile - 1)) / f_.kv_tile;
+    const kv_tile_ranges kept = tile_ranges();
+    define_step(f_.full, "full", false);
+    define_step(f_.partial, "partial", true);
+
+    // Full tiles: t in [full_lo, full_hi). Partial tiles: the rest of [lo, hi). Halide turns
+    // these predicates into loop bounds and guards, so skipped tiles cost a comparison.
+    f_.full.r = RDom(0, tiles, "full_tile");
+    const RVar& tf = f_.full.r.x;
+    f_.full.r.where(kept.full_lo <= tf && tf < kept.full_hi);
+    f_.partial.r = RDom(0, tiles, "partial_tile");
+    const RVar& tp = f_.partial.r.x;
+    f_.partial.r.where(kept.lo <= tp && tp < kept.hi && (tp < kept.full_lo || kept.full_hi <= tp));
+
+    f_.state = Func("flash_state");
+    f_.state(state_args()) = Tuple(none, 0.0f, 0.0f);
+    fold(f_.full, f_.full.r.x, 1);
+    fold(f_.partial, tp, 2);
+
+    f_.output = Func("flash_output");
+    std::vector<Expr> out{f_.dv, f_.q};
+    for (const Var& v : f_.lead) out.push_back(v);
+    if (f_.batched) out.push_back(f_.batch);
+    std::vector<Expr> at{f_.dv, f_.q % f_.q_tile, f_.q / f_.q_tile};
+    for (const Var& v : f_.lead) at.push_back(v);
+    if (f_.batched) at.push_back(f_.batch);
+    const FuncRef s = f_.state(at);
+    // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
+    f_.output(out) = strict_float(select(s[1] == 0.0f, 0.0f, s[2] / s[1]));
+    return f_;
+  }
+
+ private:
+  std::vector<Expr> lead_row_major() const { return {f_.lead.rbegin(), f_.lead.rend()}; }
+
+  // (first..., qi, t, qt, lead..., batch) with t given.
+  std::vector<Expr> tile_args(std::vector<Expr> first, const Expr& t) const {
+    first.push_back(f_.qi);
+    first.push_back(t);
+    first.push_back(f_.qt);
+    for (const Var& v : f_.lead) first.push_back(v);
+    if (f_.batched) first.push_back(f_.batch);
+    return first;
+  }
+
+  std::vector<Expr> state_args() const {
+    std::vector<Expr> a{f_.dv, f_.qi, f_.qt};
+    for (const Var& v : f_.lead) a.push_back(v);
+    if (f_.batched) a.push_back(f_.batch);
+    return a;
+  }
+
+  kv_tile_ranges tile_ranges() const {
+    const Var q("mask_q"), kv("mask_kv");
+    std::vector<stage> unused;
+    std::vector<Expr> lead = lead_row_major();
+    const Expr keep = p_.score(lead, q, kv, unused).keep;
+    const Expr first = f_.qt * f_.q_tile;
+    const Expr last = min(first + f_.q_tile, p_.nq) - 1;
+    return kv_tiles_kept(keep, q, kv, first, last, p_.nk, f_.kv_tile);
+  }
+
+  void define_step(flash_step& st, const std::string& kind, bool partial) {
+    const int v = f_.vector;
+    const Expr q = f_.qt * f_.q_tile + f_.qi;
+    const Expr kv = f_.t * f_.kv_tile + f_.kvi;
+    const flash_problem::scored sc = p_.score(lead_row_major(), q, kv, st.pairwise);
+    Expr keep = strict_float(sc.score != minus_infinity);
+    if (partial) keep = sc.keep && kv < p_.nk && keep;
+
+    st.score = Func(kind + "_score");
+    st.score(tile_args({f_.kvi}, f_.t)) = select(keep, sc.score, none);
+
+    st.in_lane = RDom(0, f_.kv_tile / v, kind + "_in_lane");
+    st.lanes = RDom(0, v, kind + "_lanes");
+    st.keys = RDom(0, f_.kv_tile, kind + "_keys");
+    const Expr along_lane = st.in_lane.x * v + f_.lane;
+
+    st.max_lanes = Func(kind + "_max_lanes");
+    st.max_lanes(tile_args({f_.lane}, f_.t)) = none;
+    st.max_lanes(tile_args({f_.lane}, f_.t)) = max(st.max_lanes(tile_args({f_.lane}, f_.t)), st.score(tile_args({along_lane}, f_.t)));
+    st.max = Func(kind + "_max");
+    st.max(tile_args({}, f_.t)) = none;
+    st.max(tile_args({}, f_.t)) = max(st.max(tile_args({}, f_.t)), st.max_lanes(tile_args({st.lanes.x}, f_.t)));
+
+    const Expr s = st.score(tile_args({f_.kvi}, f_.t));
+    st.prob = Func(kind + "_prob");
+    st.prob(tile_args({f_.kvi}, f_.t)) = select(s == none, 0.0f, exp(clamp_below(s - st.max(tile_args({}, f_.t)), -100.0f)));
+
+    st.sum_lanes = Func(kind + "_sum_lanes");
+    st.sum_lanes(tile_args({f_.lane}, f_.t)) = 0.0f;
+    st.sum_lanes(tile_args({f_.lane}, f_.t)) += st.prob(tile_args({along_lane}, f_.t));
+    st.sum = Func(kind + "_sum");
+    st.sum(tile_args({}, f_.t)) = 0.0f;
+    st.sum(tile_args({}, f_.t)) += st.sum_lanes(tile_args({st.lanes.x}, f_.t));
+
+    // P·V. In partial tiles a masked key's value is never multiplied (0·NaN would be NaN).
+    const Expr p = st.prob(tile_args({st.keys.x}, f_.t));
+    const Expr value = p_.value(lead_row_major(), f_.t * f_.kv_tile + st.keys.x, f_.dv);
+    st.pv = Func(kind + "_pv");
+    st.pv(tile_args({f_.dv}, f_.t)) = 0.0f;
+    st.pv(tile_args({f_.dv}, f_.t)) += partial ? select(p == 0.0f, 0.0f, p * value) : p * value;
+  }
+
+  // state <- state ⊕ tile t: rescale both sides to the larger max (one exp: one factor is 1).
+  void fold(flash_step& st, const Expr& t, int update) {
+    st.update = update;
+    const FuncRef old = f_.state(state_args());
+    const Expr m = old[0], l = old[1], acc = old[2];
+    const Expr tile_max = st.max(tile_args({}, t));
+    const Expr e = exp(clamp_below(-abs(tile_max - m), -100.0f));
+    const Expr tile_wins = tile_max > m;
+    const Expr scale_old = select(tile_wins, e, 1.0f), scale_tile = select(tile_wins, 1.0f, e);
+    f_.state(state_args()) = Tuple(max(m, tile_max), l * scale_old + st.sum(tile_args({}, t)) * scale_tile,
+                                   acc * scale_old + st.pv(tile_args({f_.dv}, t)) * scale_tile);
+  }
+
+  const flash_problem& p_;
+  flash_funcs f_;
+};
+
+}  // namespace
+
+flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int vector) {
+  return builder(p, q_tile, kv_tile, vector).run();
+}
+
+}  // namespace attn::gen

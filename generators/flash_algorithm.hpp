@@ -1,0 +1,68 @@
+#pragma once
+// The fused ("flash") attention algorithm, written once: for each (batch, lead dims such as
+// heads, query tile), a serial loop over key tiles computes the score tile, applies modifiers
+// and masks, and folds the tile into an online softmax (running max, running sum, rescaled
+// P·V accumulator). The Nq × Nk matrix is never stored: per task, one tile of scores.
+//
+// Key tiles come in two kinds (mask_bounds.hpp): full tiles skip the mask predicate, partial
+// tiles evaluate it; tiles the mask removes entirely are never visited. Both kinds are one
+// update of the same state, so their order does not matter.
+//
+// Numerics: a masked key, or a score of -inf, has weight 0, and its key and value are never
+// mixed into the result (0·NaN included); a row with no kept key gives 0. A NaN or +inf score
+// among the kept keys makes the row NaN. These hold under Halide's fast-math flags because the
+// few comparisons that see non-finite values are strict_float.
+//
+// How the Funcs are scheduled is flash_cpu_schedule's business; this file only defines them.
+#include <functional>
+#include <vector>
+#include <Halide.h>
+#include "stage.hpp"
+
+namespace attn::gen {
+
+// One attention, as the lowering sees it: callbacks that evaluate the score and V.
+struct flash_problem {
+  struct scored {
+    Halide::Expr score;  // after modifiers
+    Halide::Expr keep;   // the masks' predicate (true: kept)
+  };
+  int lead = 0;  // dims before (Nq, Nk), e.g. heads; indices are row-major
+  bool batched = false;
+  Halide::Var batch;
+  Halide::Expr nq, nk;
+  int dv = 0;  // width of V (static)
+  // The score at (lead..., q, kv); per-pair materialised nodes (Q·Kᵀ) used by this call are
+  // new Funcs, appended to `pairwise` so the schedule computes them per tile.
+  std::function<scored(const std::vector<Halide::Expr>& lead, const Halide::Expr& q, const Halide::Expr& kv,
+                       std::vector<stage>& pairwise)>
+      score;
+  std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& kv, const Halide::Expr& d)> value;
+};
+
+// One kind of key tile: the update of the state that folds it in, and the Funcs computed per tile.
+struct flash_step {
+  Halide::RDom r;  // over key tiles
+  int update = 0;  // the state's update index
+  std::vector<stage> pairwise;
+  Halide::Func score, max_lanes, max, prob, sum_lanes, sum, pv;
+  Halide::RDom lanes, in_lane, keys;  // reductions: across lanes, along a lane, over a tile's keys
+};
+
+struct flash_funcs {
+  Halide::Func output;  // (dv, q, lead innermost first..., batch): the combine's value
+  Halide::Func state;   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch)
+  flash_step full, partial;
+  // Vars, innermost first: output (dv, q, lead..., batch); state (dv, qi, qt, lead..., batch);
+  // per-tile Funcs (kvi or lane or dv, qi, t, qt, lead..., batch).
+  Halide::Var dv, q, qi, qt, kvi, lane, t;
+  std::vector<Halide::Var> lead;  // innermost first
+  Halide::Var batch;
+  bool batched = false;
+  int q_tile = 0, kv_tile = 0, vector = 0;
+  int dv_size = 0;  // width of V, 0 if not static
+};
+
+flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int vector);
+
+}  // namespace attn::gen

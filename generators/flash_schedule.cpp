@@ -1,0 +1,72 @@
+#include "flash_schedule.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+namespace attn::gen {
+
+namespace {
+
+struct field {
+  const char* name;
+  int flash_schedule::*member;
+  int min, max;
+};
+constexpr field fields[] = {
+    {"q_tile", &flash_schedule::q_tile, 1, 4096},       {"kv_tile", &flash_schedule::kv_tile, 1, 65536},
+    {"q_unroll", &flash_schedule::q_unroll, 1, 32},     {"kv_vectors", &flash_schedule::kv_vectors, 1, 16},
+    {"vector", &flash_schedule::vector, 1, 64},
+};
+
+}  // namespace
+
+std::string to_string(const flash_schedule& s) {
+  std::string t;
+  for (const field& f : fields) t += (t.empty() ? "" : " ") + std::string(f.name) + "=" + std::to_string(s.*f.member);
+  return t;
+}
+
+flash_schedule parse_flash_schedule(const std::string& text, flash_schedule s) {
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const field* f = nullptr;
+    for (const field& candidate : fields)
+      if (key == candidate.name) f = &candidate;
+    if (f == nullptr || eq == std::string::npos)
+      throw std::invalid_argument("schedule: unknown parameter '" + key + "' (known: " + to_string(flash_schedule{}) + ")");
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() - eq - 1 || v < f->min || v > f->max)
+      throw std::invalid_argument("schedule: " + key + " must be an integer in [" + std::to_string(f->min) + ", " +
+                                  std::to_string(f->max) + "], got '" + item.substr(eq + 1) + "'");
+    s.*f->member = v;
+  }
+  if (s.kv_tile % s.vector != 0)
+    throw std::invalid_argument("schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of vector (" +
+                                std::to_string(s.vector) + ")");
+  return s;
+}
+
+flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int64_t dv, int vector) {
+  flash_schedule s;
+  s.vector = vector;
+  // Short sequences: smaller tiles, so that masks still skip work and tails stay small.
+  const std::int64_t longest = std::max(nq, nk);
+  s.kv_tile = longest > 0 && longest <= 256 ? 4 * vector : 16 * vector;
+  s.q_tile = nq > 0 && nq <= 64 ? 16 : 32;
+  // P·V keeps q_unroll × ⌈Dv / vector⌉ accumulators in registers (32 on AVX-512).
+  const std::int64_t dv_vectors = dv > 0 ? (dv + vector - 1) / vector : 4;
+  s.q_unroll = dv_vectors > 4 ? 2 : 4;
+  return s;
+}
+
+}  // namespace attn::gen

@@ -1,0 +1,29 @@
+#pragma once
+// The fused (flash) attention kernel's parameters: plain data, printable and parseable, so a
+// tuner can search them and a database can store them. Halide-free.
+#include <cstdint>
+#include <string>
+
+namespace attn::gen {
+
+struct flash_schedule {
+  int q_tile = 32;      // query rows per task (one task: a batch item, a head, a query tile)
+  int kv_tile = 256;    // keys per online-softmax step (a multiple of the vector width)
+  int q_unroll = 4;     // query rows per register tile, in Q·Kᵀ and in P·V
+  int kv_vectors = 2;   // vectors of keys per register tile in Q·Kᵀ
+  int vector = 16;      // floats per vector
+
+  bool operator==(const flash_schedule&) const = default;
+};
+
+// "q_tile=32 kv_tile=256 q_unroll=4 kv_vectors=2 vector=16"
+std::string to_string(const flash_schedule& s);
+
+// Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument
+// naming the bad key or value.
+flash_schedule parse_flash_schedule(const std::string& text, flash_schedule base);
+
+// A good default for these sizes (0: not known before the call) on a target with `vector` floats per vector.
+flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int64_t dv, int vector);
+
+}  // namespace attn::gen

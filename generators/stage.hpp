@@ -1,0 +1,16 @@
+#pragma once
+// One materialised Func of a lowered pipeline and what its schedule needs to know about it.
+#include <vector>
+#include <Halide.h>
+
+namespace attn::gen {
+
+struct stage {
+  Halide::Func func;
+  std::vector<Halide::Var> vars;  // innermost first, batch last
+  enum kind_t { product, softmax_row, layout } kind;
+  Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
+  Halide::RDom reduction;                   // products: the contracted dim
+};
+
+}  // namespace attn::gen
