@@ -145,7 +145,9 @@ class builder {
     const FuncRef old = f_.state(state_args());
     const Expr m = old[0], l = old[1], acc = old[2];
     const Expr tile_max = st.max(tile_args({}, t));
-    const Expr e = exp_below_max(-abs(tile_max - m), 0.0f);
+    // The same factor rescales the sum and the accumulator, so its rounding cancels in acc / sum:
+    // the fast exp is exact enough. A NaN here needs no care: the tile's sum is NaN already.
+    const Expr e = fast_exp(-min(abs(tile_max - m), 80.0f));
     const Expr tile_wins = tile_max > m;
     const Expr scale_old = select(tile_wins, e, 1.0f), scale_tile = select(tile_wins, 1.0f, e);
     f_.state(state_args()) = Tuple(max(m, tile_max), l * scale_old + st.sum(tile_args({}, t)) * scale_tile,

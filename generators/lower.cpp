@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 #include "attention_pattern.hpp"
+#include "fast_math.hpp"
 #include "nonfinite.hpp"
 
 namespace attn::gen {
@@ -127,7 +128,7 @@ class lowering {
       case op::matmul: case op::softmax: case op::transpose:
         return func(i)(halide_args(idx, batch_, n.batched));
       case op::neg: return -a(0);
-      case op::tanh: return Halide::tanh(a(0));
+      case op::tanh: return vector_tanh(a(0));
       case op::exp: return Halide::exp(a(0));
       case op::abs: return cast(Float(32), Halide::abs(a(0)));
       case op::sqrt: return Halide::sqrt(a(0));
