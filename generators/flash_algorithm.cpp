@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 #include "mask_bounds.hpp"
+#include "nonfinite.hpp"
 
 namespace attn::gen {
 
@@ -10,13 +11,7 @@ using namespace Halide;
 
 namespace {
 
-// Stands for "no kept key" in maxima and masked scores: finite, so no inf arithmetic is needed.
-const Expr none = Expr(std::numeric_limits<float>::lowest());
-const Expr minus_infinity = Internal::make_const(Float(32), -std::numeric_limits<double>::infinity());
-
-// max(x, lo), keeping NaN (a fast-math max may drop it): exp's argument stays where exp is exact
-// and a NaN score still reaches the sum.
-Expr clamp_below(const Expr& x, float lo) { return strict_float(select(x < lo, lo, x)); }
+const Expr none = no_score();
 
 class builder {
  public:
@@ -39,25 +34,26 @@ class builder {
 
   flash_funcs run() {
     const Expr tiles = (p_.nk + (f_.kv_tile - 1)) / f_.kv_tile;
-    const kv_tile_ranges kept = tile_ranges();
     define_step(f_.full, "full", false);
     define_step(f_.partial, "partial", true);
 
-    // Full tiles: t in [full_lo, full_hi). Partial tiles: the rest of [lo, hi). Halide turns
-    // these predicates into loop bounds and guards, so skipped tiles cost a comparison.
-    f_.full.r = RDom(0, tiles, "full_tile");
-    const RVar& tf = f_.full.r.x;
-    f_.full.r.where(kept.full_lo <= tf && tf < kept.full_hi);
-    f_.partial.r = RDom(0, tiles, "partial_tile");
+    // Full tiles: every key kept. Partial tiles: some kept. Halide turns the predicates into
+    // loop bounds where it can and guards each tile's work with them otherwise, so a skipped
+    // tile costs a comparison.
+    f_.full.r = RDom(0, tiles, "full_tile" + p_.suffix);
+    const kv_tile_ranges full = tile_ranges(f_.full.r.x);
+    f_.full.r.where(full.lo <= f_.full.r.x && f_.full.r.x < full.hi && full.all);
+    f_.partial.r = RDom(0, tiles, "partial_tile" + p_.suffix);
+    const kv_tile_ranges partial = tile_ranges(f_.partial.r.x);
+    f_.partial.r.where(partial.lo <= f_.partial.r.x && f_.partial.r.x < partial.hi && partial.some && !partial.all);
     const RVar& tp = f_.partial.r.x;
-    f_.partial.r.where(kept.lo <= tp && tp < kept.hi && (tp < kept.full_lo || kept.full_hi <= tp));
 
-    f_.state = Func("flash_state");
+    f_.state = Func("flash_state" + p_.suffix);
     f_.state(state_args()) = Tuple(none, 0.0f, 0.0f);
     fold(f_.full, f_.full.r.x, 1);
     fold(f_.partial, tp, 2);
 
-    f_.output = Func("flash_output");
+    f_.output = Func("flash_output" + p_.suffix);
     std::vector<Expr> out{f_.dv, f_.q};
     for (const Var& v : f_.lead) out.push_back(v);
     if (f_.batched) out.push_back(f_.batch);
@@ -66,7 +62,7 @@ class builder {
     if (f_.batched) at.push_back(f_.batch);
     const FuncRef s = f_.state(at);
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    f_.output(out) = strict_float(select(s[1] == 0.0f, 0.0f, s[2] / s[1]));
+    f_.output(out) = normalise(s[2], s[1]);
     return f_;
   }
 
@@ -90,22 +86,23 @@ class builder {
     return a;
   }
 
-  kv_tile_ranges tile_ranges() const {
+  kv_tile_ranges tile_ranges(const Expr& t) const {
     const Var q("mask_q"), kv("mask_kv");
     std::vector<stage> unused;
     std::vector<Expr> lead = lead_row_major();
     const Expr keep = p_.score(lead, q, kv, unused).keep;
     const Expr first = f_.qt * f_.q_tile;
     const Expr last = min(first + f_.q_tile, p_.nq) - 1;
-    return kv_tiles_kept(keep, q, kv, first, last, p_.nk, f_.kv_tile);
+    return kv_tiles_kept(keep, q, kv, first, last, p_.nk, f_.kv_tile, t);
   }
 
-  void define_step(flash_step& st, const std::string& kind, bool partial) {
+  void define_step(flash_step& st, const std::string& step, bool partial) {
+    const std::string kind = step + p_.suffix;
     const int v = f_.vector;
     const Expr q = f_.qt * f_.q_tile + f_.qi;
     const Expr kv = f_.t * f_.kv_tile + f_.kvi;
     const flash_problem::scored sc = p_.score(lead_row_major(), q, kv, st.pairwise);
-    Expr keep = strict_float(sc.score != minus_infinity);
+    Expr keep = is_kept_score(sc.score);
     if (partial) keep = sc.keep && kv < p_.nk && keep;
 
     st.score = Func(kind + "_score");
@@ -125,7 +122,7 @@ class builder {
 
     const Expr s = st.score(tile_args({f_.kvi}, f_.t));
     st.prob = Func(kind + "_prob");
-    st.prob(tile_args({f_.kvi}, f_.t)) = select(s == none, 0.0f, exp(clamp_below(s - st.max(tile_args({}, f_.t)), -100.0f)));
+    st.prob(tile_args({f_.kvi}, f_.t)) = select(is_no_score(s), 0.0f, exp_below_max(s, st.max(tile_args({}, f_.t))));
 
     st.sum_lanes = Func(kind + "_sum_lanes");
     st.sum_lanes(tile_args({f_.lane}, f_.t)) = 0.0f;
@@ -139,7 +136,7 @@ class builder {
     const Expr value = p_.value(lead_row_major(), f_.t * f_.kv_tile + st.keys.x, f_.dv);
     st.pv = Func(kind + "_pv");
     st.pv(tile_args({f_.dv}, f_.t)) = 0.0f;
-    st.pv(tile_args({f_.dv}, f_.t)) += partial ? select(p == 0.0f, 0.0f, p * value) : p * value;
+    st.pv(tile_args({f_.dv}, f_.t)) += partial ? weighted(p, value) : p * value;
   }
 
   // state <- state ⊕ tile t: rescale both sides to the larger max (one exp: one factor is 1).
@@ -148,7 +145,9 @@ class builder {
     const FuncRef old = f_.state(state_args());
     const Expr m = old[0], l = old[1], acc = old[2];
     const Expr tile_max = st.max(tile_args({}, t));
-    const Expr e = exp(clamp_below(-abs(tile_max - m), -100.0f));
+    // The same factor rescales the sum and the accumulator, so its rounding cancels in acc / sum:
+    // the fast exp is exact enough. A NaN here needs no care: the tile's sum is NaN already.
+    const Expr e = fast_exp(-min(abs(tile_max - m), 80.0f));
     const Expr tile_wins = tile_max > m;
     const Expr scale_old = select(tile_wins, e, 1.0f), scale_tile = select(tile_wins, 1.0f, e);
     f_.state(state_args()) = Tuple(max(m, tile_max), l * scale_old + st.sum(tile_args({}, t)) * scale_tile,

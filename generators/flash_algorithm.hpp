@@ -15,6 +15,7 @@
 //
 // How the Funcs are scheduled is flash_cpu_schedule's business; this file only defines them.
 #include <functional>
+#include <string>
 #include <vector>
 #include <Halide.h>
 #include "stage.hpp"
@@ -32,6 +33,7 @@ struct flash_problem {
   Halide::Var batch;
   Halide::Expr nq, nk;
   int dv = 0;  // width of V (static)
+  std::string suffix;  // added to every Func's name: unique per attention in one pipeline
   // The score at (lead..., q, kv); per-pair materialised nodes (Q·Kᵀ) used by this call are
   // new Funcs, appended to `pairwise` so the schedule computes them per tile.
   std::function<scored(const std::vector<Halide::Expr>& lead, const Halide::Expr& q, const Halide::Expr& kv,

@@ -62,10 +62,12 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   // Short sequences: smaller tiles, so that masks still skip work and tails stay small.
   const std::int64_t longest = std::max(nq, nk);
   s.kv_tile = longest > 0 && longest <= 256 ? 4 * vector : 16 * vector;
-  s.q_tile = nq > 0 && nq <= 64 ? 16 : 32;
-  // P·V keeps q_unroll × ⌈Dv / vector⌉ accumulators in registers (32 on AVX-512).
+  s.q_tile = nq > 0 && nq <= 96 ? 12 : 48;
+  // Register tiles of 24 accumulators (of 32 vector registers on AVX-512): Q·Kᵀ is q_unroll rows
+  // × kv_vectors vectors of keys; P·V is q_unroll rows × ⌈Dv / vector⌉ vectors.
   const std::int64_t dv_vectors = dv > 0 ? (dv + vector - 1) / vector : 4;
-  s.q_unroll = dv_vectors > 4 ? 2 : 4;
+  s.q_unroll = dv_vectors > 4 ? 3 : 6;
+  s.kv_vectors = 4;
   return s;
 }
 

@@ -7,16 +7,16 @@
 namespace attn::gen {
 
 struct flash_schedule {
-  int q_tile = 32;      // query rows per task (one task: a batch item, a head, a query tile)
+  int q_tile = 48;      // query rows per task (one task: a batch item, a head, a query tile)
   int kv_tile = 256;    // keys per online-softmax step (a multiple of the vector width)
-  int q_unroll = 4;     // query rows per register tile, in Q·Kᵀ and in P·V
-  int kv_vectors = 2;   // vectors of keys per register tile in Q·Kᵀ
+  int q_unroll = 6;     // query rows per register tile, in Q·Kᵀ and in P·V
+  int kv_vectors = 4;   // vectors of keys per register tile in Q·Kᵀ
   int vector = 16;      // floats per vector
 
   bool operator==(const flash_schedule&) const = default;
 };
 
-// "q_tile=32 kv_tile=256 q_unroll=4 kv_vectors=2 vector=16"
+// "q_tile=48 kv_tile=256 q_unroll=6 kv_vectors=4 vector=16"
 std::string to_string(const flash_schedule& s);
 
 // Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument

@@ -4,6 +4,8 @@
 #include <set>
 #include <stdexcept>
 #include "attention_pattern.hpp"
+#include "fast_math.hpp"
+#include "nonfinite.hpp"
 
 namespace attn::gen {
 
@@ -22,7 +24,7 @@ struct placeholders {
   Expr score, q_idx, kv_idx, head;
 };
 
-const Expr minus_infinity = Internal::make_const(Float(32), -std::numeric_limits<double>::infinity());
+const Expr minus_infinity = gen::minus_infinity();
 
 class lowering {
  public:
@@ -126,7 +128,7 @@ class lowering {
       case op::matmul: case op::softmax: case op::transpose:
         return func(i)(halide_args(idx, batch_, n.batched));
       case op::neg: return -a(0);
-      case op::tanh: return Halide::tanh(a(0));
+      case op::tanh: return vector_tanh(a(0));
       case op::exp: return Halide::exp(a(0));
       case op::abs: return cast(Float(32), Halide::abs(a(0)));
       case op::sqrt: return Halide::sqrt(a(0));
@@ -257,6 +259,7 @@ class lowering {
     p.nq = extent(q_dim.name, q_dim.size);
     p.nk = extent(kv_dim.name, kv_dim.size);
     p.dv = static_cast<int>(values.shape.back().size);
+    p.suffix = out_.flash.empty() ? "" : "_" + std::to_string(out_.flash.size());
     p.score = [this, m, q_dim, kv_dim](const std::vector<Expr>& lead, const Expr& q, const Expr& kv, std::vector<stage>& pairwise) {
       auto saved = std::tuple(pairwise_, pair_q_, pair_kv_);
       pairwise_ = &pairwise;
@@ -312,7 +315,9 @@ class lowering {
       ib.push_back(idx.back());
     }
     f(lhs(idx)) = 0.0f;
-    f(lhs(idx)) += value(n.args[0], ia, {}) * value(n.args[1], ib, {});
+    const Expr a = value(n.args[0], ia, {}), b = value(n.args[1], ib, {});
+    // Weights · values: a key with weight 0 (masked) has no influence, even a NaN value.
+    f(lhs(idx)) += g_.at(n.args[0]).kind == ir::op::softmax ? weighted(a, b) : a * b;
     return k;
   }
 
@@ -325,7 +330,8 @@ class lowering {
     return r;
   }
 
-  // Safe softmax over the last axis. A row that is all -inf gets weights 0 (sum 0), never NaN.
+  // Safe softmax over the last axis, with the rules of nonfinite.hpp: -inf scores weigh 0, a
+  // row without a finite score is all 0, a NaN or +inf score makes its row NaN.
   template <class Lhs>
   void define_softmax(const ir::node& n, Func& f, const std::vector<Expr>& idx, const Lhs& lhs, lowered::stage& st) {
     const ir::dim& last = n.shape.back();
@@ -334,13 +340,13 @@ class lowering {
     at_k.push_back(k);
     Func m("row_max"), e("row_exp"), s("row_sum");
     auto row_args = halide_args(row, batch_, n.batched);
-    m(row_args) = minus_infinity;
-    m(row_args) = Halide::max(m(row_args), value(n.args[0], at_k, {}));
-    Expr shift = Halide::select(m(row_args) == minus_infinity, 0.0f, m(row_args));
-    e(lhs(idx)) = Halide::exp(value(n.args[0], idx, {}) - shift);
+    const Expr x_k = value(n.args[0], at_k, {}), x = value(n.args[0], idx, {});
+    m(row_args) = no_score();
+    m(row_args) = Halide::max(m(row_args), Halide::select(is_kept_score(x_k), x_k, no_score()));
+    e(lhs(idx)) = Halide::select(is_kept_score(x), exp_below_max(x, m(row_args)), 0.0f);
     s(row_args) = 0.0f;
     s(row_args) += e(lhs(at_k));
-    f(lhs(idx)) = Halide::select(s(row_args) > 0.0f, e(lhs(idx)) / s(row_args), 0.0f);
+    f(lhs(idx)) = normalise(e(lhs(idx)), s(row_args));
     st.row_max = m;
     st.row_exp = e;
     st.row_sum = s;

@@ -1,40 +1,65 @@
 #include "mask_bounds.hpp"
 
+#include <map>
+#include <string>
+
 namespace attn::gen {
 
 using namespace Halide;
 using Halide::Internal::Interval;
 
-kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last,
-                             const Expr& nk, int kv_tile) {
-  const Var t("kv_tile_index");
-  Internal::Scope<Interval> tile;
-  tile.push(q.name(), Interval(q_first, q_last));
-  tile.push(kv.name(), Interval(t * kv_tile, t * kv_tile + (kv_tile - 1)));
-  const Expr tiles = (nk + (kv_tile - 1)) / kv_tile;
+namespace {
 
-  // Tiles where some (q, kv) may be kept: outside them the predicate is false everywhere.
-  const Expr some = Internal::simplify(Internal::or_condition_over_domain(keep, tile));
-  const Interval may = Internal::solve_for_outer_interval(some, t.name());
-  // Tiles where every (q, kv) is kept and inside the keys.
-  const Expr all = Internal::simplify(Internal::and_condition_over_domain(keep && kv < nk, tile));
-  const Interval must = Internal::solve_for_inner_interval(all, t.name());
+// Reads that do not depend on the tile's q and kv (a length per batch item, say) become plain
+// symbols for the interval analysis, which treats a tensor read as unbounded otherwise.
+class reads_as_symbols : public Internal::IRMutator {
+ public:
+  reads_as_symbols(std::string q, std::string kv) : q_(std::move(q)), kv_(std::move(kv)) {}
+  std::map<std::string, Expr> symbols;
 
-  kv_tile_ranges r;
-  if (may.is_empty()) {
-    r.lo = r.hi = r.full_lo = r.full_hi = 0;
+  using IRMutator::visit;
+  Expr visit(const Internal::Call* op) override {
+    const bool tensor_read = op->call_type == Internal::Call::Image || op->call_type == Internal::Call::Halide;
+    if (!tensor_read || Internal::expr_uses_var(op, q_) || Internal::expr_uses_var(op, kv_)) return IRMutator::visit(op);
+    const std::string name = "mask_symbol" + std::to_string(symbols.size());
+    symbols.emplace(name, op);
+    return Internal::Variable::make(op->type, name);
+  }
+
+  Expr restore(const Expr& e) const {
+    Expr r = e;
+    for (const auto& [name, read] : symbols) r = Internal::substitute(name, read, r);
     return r;
   }
-  r.lo = may.has_lower_bound() ? max(may.min, 0) : Expr(0);
-  r.hi = may.has_upper_bound() ? min(may.max + 1, tiles) : tiles;
-  r.hi = max(r.hi, r.lo);
-  if (must.is_empty()) {
-    r.full_lo = r.full_hi = r.lo;
-  } else {
-    r.full_lo = must.has_lower_bound() ? clamp(must.min, r.lo, r.hi) : r.lo;
-    r.full_hi = must.has_upper_bound() ? clamp(must.max + 1, r.full_lo, r.hi) : r.hi;
-  }
-  for (Expr* e : {&r.lo, &r.hi, &r.full_lo, &r.full_hi}) *e = Internal::simplify(*e);
+
+ private:
+  std::string q_, kv_;
+};
+
+}  // namespace
+
+kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last,
+                             const Expr& nk, int kv_tile, const Expr& t) {
+  const Var tile_var("kv_tile_index");
+  Internal::Scope<Interval> tile;
+  tile.push(q.name(), Interval(q_first, q_last));
+  tile.push(kv.name(), Interval(tile_var * kv_tile, tile_var * kv_tile + (kv_tile - 1)));
+  const Expr tiles = (nk + (kv_tile - 1)) / kv_tile;
+
+  // Necessary for some (q, kv) of the tile to be kept; sufficient for all to be kept.
+  reads_as_symbols symbolic(q.name(), kv.name());
+  const Expr keep_symbolic = symbolic.mutate(keep);
+  const Expr some = Internal::simplify(Internal::or_condition_over_domain(keep_symbolic, tile));
+  const Expr all = Internal::simplify(Internal::and_condition_over_domain(keep_symbolic && kv < nk, tile));
+  const Interval may = Internal::solve_for_outer_interval(some, tile_var.name());
+
+  kv_tile_ranges r;
+  const auto at_t = [&](const Expr& e) { return Internal::simplify(Internal::substitute(tile_var.name(), t, e)); };
+  r.some = symbolic.restore(at_t(some));
+  r.all = symbolic.restore(at_t(all));
+  r.lo = may.has_lower_bound() && !may.is_empty() ? symbolic.restore(Internal::simplify(max(may.min, 0))) : Expr(0);
+  r.hi = may.has_upper_bound() && !may.is_empty() ? symbolic.restore(Internal::simplify(min(may.max + 1, tiles))) : tiles;
+  if (may.is_empty()) r.hi = r.lo;
   return r;
 }
 

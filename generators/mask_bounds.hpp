@@ -6,17 +6,20 @@
 
 namespace attn::gen {
 
-// Key tiles by index t (keys [t·kv_tile, (t+1)·kv_tile)), for one query tile:
-//   [lo, hi)            tiles that may hold a kept key; the others are skipped;
-//   [full_lo, full_hi)  tiles whose keys are all kept (and inside the keys): no predicate.
-// lo <= full_lo <= full_hi <= hi always holds.
+// Key tiles by index t (keys [t·kv_tile, (t+1)·kv_tile)), for one query tile, as conditions on t:
+//   some  the tile may hold a kept key (when false, the tile is skipped);
+//   all   every key of the tile is kept and inside the keys (no predicate needed).
+// `all` implies `some`. [lo, hi) bounds the tiles where `some` may hold, where the solver finds
+// bounds (the whole range otherwise): the loop over tiles can start and stop there.
 struct kv_tile_ranges {
-  Halide::Expr lo, hi, full_lo, full_hi;
+  Halide::Expr some, all;
+  Halide::Expr lo, hi;
 };
 
 // keep: the mask's predicate in the Vars q and kv (and any other symbols, e.g. a length read
-// per batch item); queries of the tile are [q_first, q_last]; there are nk keys.
+// per batch item); queries of the tile are [q_first, q_last]; there are nk keys; t is the tile.
 kv_tile_ranges kv_tiles_kept(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv,
-                             const Halide::Expr& q_first, const Halide::Expr& q_last, const Halide::Expr& nk, int kv_tile);
+                             const Halide::Expr& q_first, const Halide::Expr& q_last, const Halide::Expr& nk, int kv_tile,
+                             const Halide::Expr& t);
 
 }  // namespace attn::gen

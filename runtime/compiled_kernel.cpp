@@ -6,9 +6,7 @@
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
 #include "generators/attention_pattern.hpp"
-#include "generators/cpu_schedule.hpp"
-#include "generators/flash_cpu_schedule.hpp"
-#include "generators/lower.hpp"
+#include "generators/pipeline.hpp"
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
 #include "kernel_cache.hpp"
@@ -131,11 +129,9 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->materialised = detail::generic_materialised(g, o.with_weights);
   }
   try {
-    p->lowered = gen::lower(g, p->bound, how);
+    p->lowered = gen::lower_and_schedule(g, p->bound, how, p->target);
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
-    gen::schedule_cpu(p->lowered, p->target);
-    for (gen::flash_funcs& f : p->lowered.flash) gen::schedule_flash_cpu(f, how.tiles, p->target);
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);

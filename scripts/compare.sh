@@ -6,16 +6,18 @@
 #     --quick          T = 512 only, shorter timing: checks the pipeline, numbers are rough
 #     --update-readme  writes the table into README.md between the results markers
 #     --threads N      threads for both attnforge (HL_NUM_THREADS) and PyTorch (default 2)
+#     --T "1024 2048"  only these sequence lengths (default: all of bench/cases.py)
 # Run it on a quiet machine: other load on the cores changes every number.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 update=0 threads=2
+quick=0 update=0 threads=2 lengths=""
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
     --update-readme) update=1 ;;
     --threads) threads=$2; shift ;;
-    *) echo "usage: bash scripts/compare.sh [--quick] [--update-readme] [--threads N]" >&2; exit 2 ;;
+    --T) lengths=$2; shift ;;
+    *) echo "usage: bash scripts/compare.sh [--quick] [--update-readme] [--threads N] [--T \"LIST\"]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -30,6 +32,11 @@ if ((quick)); then
 else
   bench_args=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
   peer_args=(--min-time 1.0)
+fi
+if [ -n "$lengths" ]; then
+  bench_args+=("--benchmark_filter=/T:(${lengths// /|})/")
+  # shellcheck disable=SC2206
+  peer_args+=(--T $lengths)
 fi
 
 echo "== attnforge (fused and generic), $threads threads"

@@ -1,0 +1,50 @@
+#pragma once
+// The rules for non-finite scores, shared by the generic and the fused softmax, and the few
+// expressions that keep them under Halide's fast-math flags (which assume no inf and no NaN):
+//   a score of -inf (a mask, or a modifier's minus_infinity) has weight 0; a row with no
+//   finite score gives weights 0 and output 0; a NaN or +inf score among a row's kept keys
+//   makes that row NaN. Comparisons that may see inf or NaN are strict_float.
+#include <limits>
+#include <Halide.h>
+
+namespace attn::gen {
+
+// The masked score, as the lowering writes it.
+inline Halide::Expr minus_infinity() {
+  return Halide::Internal::make_const(Halide::Float(32), -std::numeric_limits<double>::infinity());
+}
+
+// "No kept key" in running maxima: finite, so no inf arithmetic is needed.
+inline Halide::Expr no_score() { return Halide::Expr(std::numeric_limits<float>::lowest()); }
+
+// Is this score kept (not -inf)? NaN and +inf count as kept, so they reach the row.
+inline Halide::Expr is_kept_score(const Halide::Expr& s) { return Halide::strict_float(s != minus_infinity()); }
+
+// Weight w times value x, where a weight of exactly 0 (a masked key) never touches x, so a NaN or
+// inf there has no influence; a NaN weight still gives NaN.
+inline Halide::Expr weighted(const Halide::Expr& w, const Halide::Expr& x) {
+  return Halide::select(Halide::strict_float(w == 0.0f), 0.0f, w * x);
+}
+
+// Is s the "no kept key" marker? Strict, so a NaN score is never taken for it.
+inline Halide::Expr is_no_score(const Halide::Expr& s) { return Halide::strict_float(s == no_score()); }
+
+// max(x, lo), keeping NaN (a fast-math max may drop it): exp's argument stays where exp is exact.
+inline Halide::Expr clamp_below(const Halide::Expr& x, float lo) {
+  return Halide::strict_float(Halide::select(x < lo, lo, x));
+}
+
+// exp(s - max) for s <= max; 0 far below (and for masked scores, by the caller's select); NaN
+// when s - max is NaN (a NaN score, or +inf - +inf): Halide's exp gives 0 there, so the NaN is
+// added back as x - x, which is 0 for every finite x.
+inline Halide::Expr exp_below_max(const Halide::Expr& s, const Halide::Expr& max) {
+  const Halide::Expr x = clamp_below(s - max, -100.0f);
+  return Halide::exp(x) + Halide::strict_float(x - x);
+}
+
+// numerator / sum, 0 when the sum is 0 (no kept key), NaN when the sum is NaN.
+inline Halide::Expr normalise(const Halide::Expr& numerator, const Halide::Expr& sum) {
+  return Halide::strict_float(Halide::select(sum == 0.0f, 0.0f, numerator / sum));
+}
+
+}  // namespace attn::gen

@@ -1,0 +1,12 @@
+#pragma once
+// An expression's IR -> a lowered, scheduled set of Halide Funcs for one target: the generic
+// lowering, with every attention fused when asked (lower.hpp), and the CPU schedules of both.
+#include <Halide.h>
+#include "lower.hpp"
+
+namespace attn::gen {
+
+lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
+                           const Halide::Target& target);
+
+}  // namespace attn::gen

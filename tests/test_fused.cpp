@@ -1,0 +1,348 @@
+// The fused (flash) lowering: it is chosen for attention, it equals the double reference and the
+// generic lowering on shapes that are not multiples of any tile, for every mask and modifier, and
+// its numerics follow the rules of generators/nonfinite.hpp.
+//
+// Tolerance: ref::compare (tests/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor.
+// Each kernel runs with the default schedule and with small, odd tiles, so that 1000 keys span
+// many full and partial tiles and every tail (queries and keys) is exercised.
+#define BOOST_TEST_MODULE fused
+#include <boost/test/unit_test.hpp>
+
+#include <array>
+#include <cmath>
+#include <tuple>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/jit.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using namespace attn::dsl;
+namespace ref = attn::ref;
+using attn::tensor;
+using ref::index;
+using ref::mat;
+
+constexpr auto NQ = dim<"NQ">;
+constexpr auto NK = dim<"NK">;
+constexpr auto H = head_dim<"H", 2>;
+constexpr auto Dh = dim<"Dh", 16>;
+constexpr index heads = 2, width = 16;
+
+constexpr auto q = input<"q">(H, NQ, Dh);
+constexpr auto k = input<"k">(H, NK, Dh);
+constexpr auto v = input<"v">(H, NK, Dh);
+constexpr auto s = scaled_scores(q, k);
+
+template <class S>
+constexpr auto attention(const S& scores) { return combine(softmax(scores), v); }
+
+// (N_Q, N_K): 1, odd sizes, N_Q != N_K both ways, one key only, and 1000 (many tiles).
+const std::vector<std::pair<index, index>> sizes = {{1, 1}, {7, 7}, {33, 33}, {257, 257}, {1000, 1000},
+                                                    {7, 257}, {257, 33}, {1000, 1}};
+// The default (chosen per shape), and small odd tiles: many tiles, q_tile not a multiple of q_unroll.
+const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1"};
+
+// keep(q, kv, head, len): len is the batch item's key length (N_K without key padding).
+using keep_fn = std::function<bool(index q, index kv, index head, index len)>;
+using mod_fn = std::function<double(double score, index q, index kv, index head)>;
+
+struct variant {
+  std::string name;
+  keep_fn keep;  // empty: keep all
+  mod_fn mod;    // empty: no modifier
+};
+
+// Head h of batch item b of a (B, H, N, Dh) tensor, as a matrix (N, Dh).
+template <class Acc>
+mat<Acc> head_of(const tensor<float>& t, index b, index h) {
+  const index n = t.size(1 + 1), d = t.size(3);
+  mat<Acc> m(n, d);
+  const float* p = t.data() + ((b * heads + h) * n) * d;
+  for (index i = 0; i < n * d; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<Acc>(p[i]);
+  return m;
+}
+
+// The reference output of batch item b, heads stacked along the rows: (H·N_Q, Dh).
+template <class Acc>
+mat<Acc> reference(const tensor<float>& tq, const tensor<float>& tk, const tensor<float>& tv, index b, index len, const variant& c) {
+  const index nq = tq.size(2);
+  mat<Acc> out(heads * nq, width);
+  for (index h = 0; h < heads; ++h) {
+    ref::mask_pred keep;
+    if (c.keep) keep = [&, len](index i, index j, index hh) { return c.keep(i, j, hh, len); };
+    ref::score_mod<Acc> mod;
+    if (c.mod) mod = [&](Acc x, index i, index j, index hh) { return static_cast<Acc>(c.mod(static_cast<double>(x), i, j, hh)); };
+    const auto r = ref::scaled_dot_product(head_of<Acc>(tq, b, h), head_of<Acc>(tk, b, h), head_of<Acc>(tv, b, h),
+                                           ref::inv_sqrt(width), keep, mod, h);
+    for (index i = 0; i < nq * width; ++i) out.a[static_cast<std::size_t>(h * nq * width + i)] = r.output.a[static_cast<std::size_t>(i)];
+  }
+  return out;
+}
+
+tensor<std::int32_t> lengths_for(index batch, index nk) {
+  tensor<std::int32_t> l({batch});
+  for (index b = 0; b < batch; ++b) l.data()[b] = static_cast<std::int32_t>(b % 2 == 0 ? (nk + 1) / 2 : nk);
+  return l;
+}
+
+// Runs kernel `kern` on random inputs of every size and compares with the reference.
+template <class K>
+void expect_reference(const K& kern, const variant& c, const std::string& what) {
+  std::mt19937 rng(11);
+  for (const auto& [nq, nk] : sizes) {
+    const index batch = nq == 33 || nq == 257 ? 3 : 1;
+    const tensor<float> tq = ref::random_tensor({batch, heads, nq, width}, rng, 2.0f);
+    const tensor<float> tk = ref::random_tensor({batch, heads, nk, width}, rng, 2.0f);
+    const tensor<float> tv = ref::random_tensor({batch, heads, nk, width}, rng);
+    const tensor<std::int32_t> lens = lengths_for(batch, nk);
+    tensor<float> out;
+    if constexpr (K::arity == 4) out = kern(tq, tk, tv, lens);
+    else out = kern(tq, tk, tv);
+    BOOST_REQUIRE(out.sizes() == (std::vector<index>{batch, heads, nq, width}));
+    for (index b = 0; b < batch; ++b) {
+      const index len = K::arity == 4 ? lens.data()[b] : nk;
+      const ref::comparison cmp = ref::compare(out.data() + b * heads * nq * width, heads * nq * width,
+                                               reference<double>(tq, tk, tv, b, len, c), reference<float>(tq, tk, tv, b, len, c));
+      BOOST_CHECK_MESSAGE(cmp.ok, what << " N_Q=" << nq << " N_K=" << nk << " item " << b << ": " << cmp.describe());
+    }
+  }
+}
+
+template <class E>
+void expect_fused_matches(const E& e, const variant& c) {
+  for (const std::string& schedule : schedules) {
+    const auto fused = attn::jit(e, {.schedule = schedule});
+    BOOST_TEST(fused.compiled().describe().starts_with("path=fused"), c.name << ": " << fused.compiled().describe());
+    expect_reference(fused, c, c.name + " fused [" + schedule + "]");
+  }
+  expect_reference(attn::jit(e, {.path = attn::lowering::generic}), c, c.name + " generic");
+}
+
+bool causal_keep(index i, index j, index, index) { return j <= i; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(full) { expect_fused_matches(attention(s), {"full", {}, {}}); }
+
+BOOST_AUTO_TEST_CASE(causal_mask) { expect_fused_matches(attention(causal(s)), {"causal", causal_keep, {}}); }
+
+BOOST_AUTO_TEST_CASE(sliding_windows) {
+  expect_fused_matches(attention(sliding_window(s, 5)),
+                       {"sliding window 5", [](ref::index i, ref::index j, ref::index, ref::index) { return j <= i && i - j < 5; }, {}});
+  expect_fused_matches(attention(sliding_window(s, 100)),
+                       {"sliding window 100", [](ref::index i, ref::index j, ref::index, ref::index) { return j <= i && i - j < 100; }, {}});
+}
+
+BOOST_AUTO_TEST_CASE(key_padding_by_lengths) {
+  // Even batch items keep the first half of the keys, odd ones all: lengths_for().
+  const auto e = attention(key_padding(s, lengths<"len">));
+  expect_fused_matches(e, {"key padding", [](ref::index, ref::index j, ref::index, ref::index len) { return j < len; }, {}});
+}
+
+BOOST_AUTO_TEST_CASE(prefix_lm) {
+  // Bidirectional over a prefix of 40 keys, causal after it.
+  expect_fused_matches(attention(mask(s, kv_idx < 40 || kv_idx <= q_idx)),
+                       {"prefix-LM", [](ref::index i, ref::index j, ref::index, ref::index) { return j < 40 || j <= i; }, {}});
+}
+
+BOOST_AUTO_TEST_CASE(modifiers) {
+  expect_fused_matches(attention(alibi(causal(s), H)),
+                       {"ALiBi + causal", causal_keep,
+                        [](double x, ref::index i, ref::index j, ref::index h) { return x - ref::alibi_slope(h, heads) * double(i - j); }});
+  expect_fused_matches(attention(softcap(causal(s), 2.0f)),
+                       {"softcap + causal", causal_keep, [](double x, ref::index, ref::index, ref::index) { return 2.0 * std::tanh(x / 2.0); }});
+  expect_fused_matches(attention(relative_bias(s, 0.05f)),
+                       {"relative bias", {}, [](double x, ref::index i, ref::index j, ref::index) { return x + 0.05 * double(j - i); }});
+}
+
+namespace {
+
+// A kernel whose inputs are rank-2 items (N, width) and weights (rows, cols), compared with a
+// reference of plain matrices, over sizes with many tiles.
+template <class K, class Reference>
+void expect_rank2_reference(const K& kern, const std::vector<std::vector<index>>& inputs, const std::vector<float>& scales,
+                            const Reference& reference, index out_cols, const std::string& what) {
+  std::mt19937 rng(5);
+  std::vector<tensor<float>> t;
+  for (std::size_t i = 0; i < inputs.size(); ++i) t.push_back(ref::random_tensor(inputs[i], rng, scales[i]));
+  const tensor<float> out = std::apply([&](const auto&... a) { return kern(a...); }, [&] {
+    std::array<tensor<float>, K::arity> a;
+    for (std::size_t i = 0; i < K::arity; ++i) a[i] = t[i];
+    return a;
+  }());
+  std::vector<mat<double>> d;
+  std::vector<mat<float>> f;
+  for (const tensor<float>& x : t) d.push_back(ref::item<double>(x, 0, x.rank())), f.push_back(ref::item<float>(x, 0, x.rank()));
+  const mat<double> r = reference(d);
+  const mat<float> n = reference(f);
+  BOOST_REQUIRE(out.size(out.rank() - 1) == out_cols);
+  const ref::comparison cmp = ref::compare(out.data(), r.size(), r, n);
+  BOOST_CHECK_MESSAGE(cmp.ok, what << ": " << cmp.describe());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(multi_head_with_projections_and_output_projection) {
+  // Projections before the fused core, heads split and concatenated, W_O after: all one kernel.
+  constexpr auto T = dim<"T">;
+  constexpr auto D = dim<"D", 32>;
+  constexpr auto H4 = head_dim<"H", 4>;
+  const auto y = variants::multi_head_self_attention(input<"x">(T, D), weight<"wq">(D, D), weight<"wk">(D, D),
+                                                     weight<"wv">(D, D), weight<"wo">(D, D), H4);
+  for (const std::string& schedule : schedules) {
+    const auto kern = attn::jit(y, {.schedule = schedule});
+    BOOST_TEST(kern.compiled().describe().starts_with("path=fused"));
+    for (ref::index t : {1, 33, 1000})
+      expect_rank2_reference(
+          kern, {{t, 32}, {32, 32}, {32, 32}, {32, 32}, {32, 32}}, {1.0f, 0.6f, 0.6f, 0.6f, 0.3f},
+          [](const auto& m) { return ref::multi_head_self_attention(m[0], m[1], m[2], m[3], m[4], 4).output; }, 32,
+          "MHA T=" + std::to_string(t) + " [" + schedule + "]");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_attention_and_pairwise_scores) {
+  constexpr auto Dec = dim<"Dec">;
+  constexpr auto Enc = dim<"Enc">;
+  constexpr auto D = dim<"D", 8>;
+  constexpr auto A = dim<"A", 6>;
+  // Cross-attention, N_Q != N_K.
+  const auto cross = attn::jit(variants::cross_attention(input<"dec">(Dec, D), input<"enc">(Enc, D), weight<"wq">(D, D),
+                                                         weight<"wk">(D, D), weight<"wv">(D, D)),
+                               {.schedule = schedules[1]});
+  BOOST_TEST(cross.compiled().describe().starts_with("path=fused"));
+  for (auto [nq, nk] : std::vector<std::pair<ref::index, ref::index>>{{7, 300}, {300, 7}})
+    expect_rank2_reference(
+        cross, {{nq, 8}, {nk, 8}, {8, 8}, {8, 8}, {8, 8}}, {1.0f, 1.0f, 0.8f, 0.8f, 0.8f},
+        [](const auto& m) { return ref::cross_attention(m[0], m[1], m[2], m[3], m[4]).output; }, 8,
+        "cross-attention N_Q=" + std::to_string(nq) + " N_K=" + std::to_string(nk));
+  // Bahdanau: a score that is not a dot product (tanh of a sum, contracted with v), fused too.
+  const auto additive = attn::jit(variants::bahdanau(input<"s">(Dec, D), input<"h">(Enc, D), weight<"w1">(D, A),
+                                                     weight<"w2">(D, A), weight<"b">(A), weight<"v">(A)),
+                                  {.schedule = schedules[1]});
+  BOOST_TEST(additive.compiled().describe().starts_with("path=fused"));
+  expect_rank2_reference(
+      additive, {{50, 8}, {130, 8}, {8, 6}, {8, 6}, {6}, {6}}, {1.0f, 1.0f, 0.7f, 0.7f, 0.5f, 1.0f},
+      [](const auto& m) { return ref::bahdanau(m[0], m[1], m[2], m[3], m[4], m[5]).output; }, 8, "Bahdanau");
+}
+
+// ---------------------------------------------------------------- non-finite values (nonfinite.hpp)
+
+namespace {
+
+// The same expression through every path: fused, generic, generic with weights.
+template <class E, class... Tensors>
+std::vector<std::pair<std::string, tensor<float>>> every_path(const E& e, const Tensors&... t) {
+  return {{"fused", attn::jit(e)(t...)},
+          {"generic", attn::jit(e, {.path = attn::lowering::generic})(t...)},
+          {"with weights", attn::jit(e, {.with_weights = true}).run(t...).output}};
+}
+
+struct qkv {
+  tensor<float> q, k, v;
+  explicit qkv(index n, unsigned seed = 3) {
+    std::mt19937 rng(seed);
+    q = ref::random_tensor({1, heads, n, width}, rng, 2.0f);
+    k = ref::random_tensor({1, heads, n, width}, rng, 2.0f);
+    v = ref::random_tensor({1, heads, n, width}, rng);
+  }
+  // Sets token j (all heads, all features) of t to x.
+  static void poison(tensor<float>& t, index j, float x) {
+    const index n = t.size(2);
+    for (index h = 0; h < heads; ++h)
+      for (index d = 0; d < width; ++d) t.data()[(h * n + j) * width + d] = x;
+  }
+};
+
+// Row i of head h of a (1, H, N, width) output.
+const float* row(const tensor<float>& t, index h, index i) { return t.data() + (h * t.size(2) + i) * width; }
+
+bool row_is(const tensor<float>& t, index h, index i, const std::function<bool(float)>& p) {
+  return std::all_of(row(t, h, i), row(t, h, i) + width, p);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rows_without_a_kept_key_are_zero) {
+  // Masks that are false everywhere, even when the optimiser can see it, and -inf scores.
+  const qkv in(40);
+  auto zero = [](float x) { return x == 0.0f; };
+  for (auto& [path, out] : every_path(attention(sliding_window(s, 0)), in.q, in.k, in.v))
+    BOOST_TEST(std::all_of(out.values().begin(), out.values().end(), zero), "sliding_window(s, 0), " << path);
+  for (auto& [path, out] : every_path(attention(mask(s, kv_idx < 0)), in.q, in.k, in.v))
+    BOOST_TEST(std::all_of(out.values().begin(), out.values().end(), zero), "mask(s, kv_idx < 0), " << path);
+  for (auto& [path, out] : every_path(attention(modify(s, score + minus_infinity)), in.q, in.k, in.v))
+    BOOST_TEST(std::all_of(out.values().begin(), out.values().end(), zero), "score + minus_infinity, " << path);
+  // Rows 0..9 see no key (kv > q + 9 never holds for them... and kv <= 39 < q + 10 for q >= 30).
+  for (auto& [path, out] : every_path(attention(mask(s, kv_idx > q_idx + 9)), in.q, in.k, in.v)) {
+    for (ref::index i = 30; i < 40; ++i) BOOST_TEST(row_is(out, 1, i, zero), path << " row " << i);
+    BOOST_TEST(ref::all_finite(out), path);
+  }
+  // The weights of such rows are 0 too.
+  const auto w = attn::jit(attention(sliding_window(s, 0)), {.with_weights = true}).run(in.q, in.k, in.v).weights;
+  BOOST_TEST(std::all_of(w.values().begin(), w.values().end(), zero));
+}
+
+BOOST_AUTO_TEST_CASE(minus_infinity_scores_are_masked_keys) {
+  // A modifier that writes -inf for key 3 equals the mask that removes key 3.
+  const qkv in(37);
+  const auto masked = attn::jit(attention(mask(s, kv_idx != 3)))(in.q, in.k, in.v);
+  for (auto& [path, out] : every_path(attention(modify(s, select(kv_idx == 3, minus_infinity, score))), in.q, in.k, in.v))
+    BOOST_TEST(ref::max_abs_difference(out.data(), masked.data(), out.values().size()) <= 1e-6, path);
+}
+
+BOOST_AUTO_TEST_CASE(excluded_keys_and_values_have_no_influence) {
+  // Key padding: keys at or past len hold NaN and inf (garbage in a padded batch).
+  const qkv clean(70);
+  qkv dirty = clean;
+  for (ref::index j = 30; j < 70; ++j) {
+    qkv::poison(dirty.k, j, j % 2 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity());
+    qkv::poison(dirty.v, j, j % 3 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity());
+  }
+  tensor<std::int32_t> len({1});
+  len.data()[0] = 30;
+  const auto e = attention(key_padding(s, lengths<"len">));
+  const auto want = every_path(e, clean.q, clean.k, clean.v, len);
+  const auto got = every_path(e, dirty.q, dirty.k, dirty.v, len);
+  for (std::size_t p = 0; p < got.size(); ++p) {
+    BOOST_TEST(ref::all_finite(got[p].second), got[p].first);
+    BOOST_TEST(ref::max_abs_difference(got[p].second.data(), want[p].second.data(), want[p].second.values().size()) == 0.0,
+               got[p].first);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_nan_token_reaches_only_the_rows_that_see_it) {
+  // Causal: token 20's NaN may reach rows 20.. (they attend to it), never rows 0..19.
+  const qkv clean(45);
+  qkv dirty = clean;
+  for (tensor<float>* t : {&dirty.q, &dirty.k, &dirty.v}) qkv::poison(*t, 20, std::numeric_limits<float>::quiet_NaN());
+  const auto want = every_path(attention(causal(s)), clean.q, clean.k, clean.v);
+  const auto got = every_path(attention(causal(s)), dirty.q, dirty.k, dirty.v);
+  for (std::size_t p = 0; p < got.size(); ++p)
+    for (ref::index h = 0; h < heads; ++h)
+      for (ref::index i = 0; i < 45; ++i) {
+        if (i < 20)
+          BOOST_TEST(std::equal(row(got[p].second, h, i), row(got[p].second, h, i) + width, row(want[p].second, h, i)),
+                     got[p].first << " row " << i);
+        else
+          BOOST_TEST(row_is(got[p].second, h, i, [](float x) { return std::isnan(x); }), got[p].first << " row " << i);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(overflowing_scores_give_nan_not_a_plausible_number) {
+  // q·k overflows float: keys alternate in sign, so every row has a +inf or NaN score and is
+  // NaN (never a quiet 0). (A row whose every score is -inf would be a row without kept keys: 0.)
+  qkv in(24);
+  for (float& x : in.q.values()) x = x > 0 ? 1e20f : -1e20f;
+  for (ref::index i = 0; i < static_cast<ref::index>(in.k.values().size()); ++i)
+    in.k.values()[static_cast<std::size_t>(i)] = (i / width) % 2 ? -1e20f : 1e20f;
+  for (auto& [path, out] : every_path(attention(s), in.q, in.k, in.v))
+    for (ref::index h = 0; h < heads; ++h)
+      for (ref::index i = 0; i < 24; ++i)
+        BOOST_TEST(row_is(out, h, i, [](float x) { return std::isnan(x); }), path << " head " << h << " row " << i);
+}

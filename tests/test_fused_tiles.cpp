@@ -1,0 +1,254 @@
+// The fused pipeline from the inside (generators/, with Halide): which key tiles it computes, and
+// how much memory it asks for. Timing-free evidence that masks skip work and that the Nq × Nk
+// score matrix is never stored.
+//   - Tiles: every per-tile score Func is traced; each production is one tile computed. The
+//     counts must equal a brute-force classification of every (query tile, key tile) pair:
+//     skipped (no kept key), full (every key kept: no predicate), partial (the rest).
+//   - Memory: Halide's allocations go through a counting allocator; at T = 16384, H = 8, Dh = 64
+//     the peak must stay O(T·d), far below one H·T² buffer (8 GiB).
+#define BOOST_TEST_MODULE fused_tiles
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+#include <unistd.h>
+
+#include <Halide.h>
+#include "dsl/dsl.hpp"
+#include "generators/pipeline.hpp"
+
+namespace {
+
+using namespace attn::dsl;
+using idx_t = std::int64_t;  // (not `index`: <strings.h> has one)
+
+constexpr auto T = dim<"T">;
+constexpr auto H = head_dim<"H", 2>;
+constexpr auto Dh = dim<"Dh", 16>;
+constexpr auto q = input<"q">(H, T, Dh);
+constexpr auto k = input<"k">(H, T, Dh);
+constexpr auto v = input<"v">(H, T, Dh);
+constexpr auto s = scaled_scores(q, k);
+
+template <class S>
+constexpr auto attention(const S& scores) { return combine(softmax(scores), v); }
+
+// Calls a compiled pipeline; Halide's errors become test failures with their text.
+int call(const Halide::Callable& c, Halide::JITUserContext* ctx, std::vector<halide_buffer_t*> b) {
+  try {
+    if (b.size() == 4) return c(ctx, b[0], b[1], b[2], b[3]);
+    return c(ctx, b[0], b[1], b[2], b[3], b[4]);
+  } catch (const Halide::Error& e) {
+    BOOST_FAIL("Halide: " << e.what());
+  }
+  return -1;
+}
+
+// Counts productions (tiles computed) of the per-tile score Funcs, by name: a tile the mask
+// skips may still be allocated, but it is never produced.
+struct tile_counter : Halide::JITUserContext {
+  std::mutex mutex;
+  std::map<std::string, int> realized;
+  tile_counter() {
+    handlers.custom_trace = [](Halide::JITUserContext* ctx, const halide_trace_event_t* e) -> int32_t {
+      auto* self = static_cast<tile_counter*>(ctx);
+      if (e->event == halide_trace_produce) {
+        std::lock_guard lock(self->mutex);
+        ++self->realized[e->func];
+      }
+      return 0;
+    };
+  }
+};
+
+struct tiles_seen {
+  int full = 0, partial = 0;
+};
+
+// Compiles the fused pipeline of `e` with the given tiles, traces its score tiles and runs it on
+// (batch, H, t, Dh) inputs (and lengths, if any).
+template <class E>
+tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile, const std::vector<int>& lens = {}) {
+  const attn::ir::graph g = to_ir(e);
+  attn::gen::lowering_options o;
+  o.fused = true;
+  o.tiles.q_tile = q_tile;
+  o.tiles.kv_tile = kv_tile;
+  o.tiles.vector = 16;
+  const Halide::Target target = Halide::get_host_target();
+  attn::gen::lowered l = attn::gen::lower_and_schedule(g, {}, o, target);
+  BOOST_REQUIRE_EQUAL(l.flash.size(), 1u);
+  l.flash[0].full.score.trace_realizations();
+  l.flash[0].partial.score.trace_realizations();
+  std::vector<Halide::Argument> args(l.params.begin(), l.params.end());
+  Halide::Callable run = Halide::Pipeline(l.output).compile_to_callable(args, target);
+
+  Halide::Buffer<float> bq(16, t, 2, batch), bk(16, t, 2, batch), bv(16, t, 2, batch), out(16, t, 2, batch);
+  for (auto* b : {&bq, &bk, &bv}) b->fill(0.5f);
+  tile_counter counter;
+  int rc = 0;
+  if (lens.empty()) {
+    rc = call(run, &counter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), out.raw_buffer()});
+  } else {
+    Halide::Buffer<int> bl(static_cast<int>(lens.size()));
+    for (std::size_t i = 0; i < lens.size(); ++i) bl(static_cast<int>(i)) = lens[i];
+    rc = call(run, &counter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), bl.raw_buffer(), out.raw_buffer()});
+  }
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  return {counter.realized[l.flash[0].full.score.name()], counter.realized[l.flash[0].partial.score.name()]};
+}
+
+// The brute-force classification: for every batch item, head, query tile and key tile.
+tiles_seen expected_tiles(idx_t t, idx_t batch, int q_tile, int kv_tile, const std::function<bool(idx_t, idx_t, idx_t)>& keep) {
+  tiles_seen n;
+  for (idx_t b = 0; b < batch; ++b)
+    for (idx_t qt = 0; qt * q_tile < t; ++qt)
+      for (idx_t kt = 0; kt * kv_tile < t; ++kt) {
+        bool any = false, all = true;
+        for (idx_t i = qt * q_tile; i < std::min(t, (qt + 1) * q_tile); ++i)
+          for (idx_t j = kt * kv_tile; j < (kt + 1) * kv_tile; ++j) {
+            const bool kept = j < t && keep(b, i, j);
+            any = any || kept;
+            all = all && kept;
+          }
+        n.full += all ? 2 : 0;  // both heads
+        n.partial += any && !all ? 2 : 0;
+      }
+  return n;
+}
+
+template <class E>
+void expect_tiles(const std::string& what, const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile,
+                  const std::function<bool(idx_t, idx_t, idx_t)>& keep, const std::vector<int>& lens = {}) {
+  const tiles_seen got = run_traced(e, t, batch, q_tile, kv_tile, lens);
+  const tiles_seen want = expected_tiles(t, batch, q_tile, kv_tile, keep);
+  BOOST_TEST(got.full == want.full, what << " T=" << t << ": full tiles " << got.full << ", expected " << want.full);
+  BOOST_TEST(got.partial == want.partial, what << " T=" << t << ": partial tiles " << got.partial << ", expected " << want.partial);
+  const idx_t all = 2 * batch * ((t + q_tile - 1) / q_tile) * ((t + kv_tile - 1) / kv_tile);
+  BOOST_TEST_MESSAGE(what << " T=" << t << ": " << got.full << " full + " << got.partial << " partial of " << all << " tiles");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(no_mask_computes_every_tile_without_predicate) {
+  for (idx_t t : {64, 1000})
+    expect_tiles("full", attention(s), t, 1, 32, 64, [](idx_t, idx_t, idx_t) { return true; });
+}
+
+BOOST_AUTO_TEST_CASE(causal_skips_the_upper_triangle) {
+  for (idx_t t : {7, 64, 1000})
+    expect_tiles("causal", attention(causal(s)), t, 1, 32, 64, [](idx_t, idx_t i, idx_t j) { return j <= i; });
+  // Query and key tiles of different sizes, neither dividing the other.
+  expect_tiles("causal", attention(causal(s)), 1000, 1, 48, 80, [](idx_t, idx_t i, idx_t j) { return j <= i; });
+}
+
+BOOST_AUTO_TEST_CASE(sliding_window_visits_a_band) {
+  expect_tiles("sliding window 256", attention(sliding_window(s, 256)), 2000, 1, 32, 64,
+               [](idx_t, idx_t i, idx_t j) { return j <= i && i - j < 256; });
+}
+
+BOOST_AUTO_TEST_CASE(prefix_lm_and_key_padding) {
+  expect_tiles("prefix-LM", attention(mask(s, kv_idx < 100 || kv_idx <= q_idx)), 1000, 1, 32, 64,
+               [](idx_t, idx_t i, idx_t j) { return j < 100 || j <= i; });
+}
+
+BOOST_AUTO_TEST_CASE(key_padding_guards_each_tile_with_the_length) {
+  // The tiles of a length read from a tensor are not loop bounds Halide can trace: tracing a Func
+  // makes Halide produce it unconditionally. The evidence is the lowered statement instead: the
+  // per-tile score of each kind is produced only under a condition that reads the length.
+  const attn::ir::graph g = to_ir(attention(key_padding(s, lengths<"len">)));
+  attn::gen::lowering_options o;
+  o.fused = true;
+  const Halide::Target target = Halide::get_host_target();
+  attn::gen::lowered l = attn::gen::lower_and_schedule(g, {}, o, target);
+  const std::string path = (std::filesystem::temp_directory_path() / ("attn_key_padding_" + std::to_string(::getpid()) + ".stmt")).string();
+  Halide::Pipeline(l.output).compile_to_lowered_stmt(path, std::vector<Halide::Argument>(l.params.begin(), l.params.end()),
+                                                     Halide::StmtOutputFormat::Text, target);
+  std::ifstream in(path);
+  const std::string stmt((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  for (const attn::gen::flash_step* step : {&l.flash[0].full, &l.flash[0].partial}) {
+    const std::string score = step->score.name();
+    const std::string kind = step == &l.flash[0].full ? "full" : "partial";
+    // "let <max>.used_1 = ... p_len ...", "let <score>.loaded_1 = <max>.used_1 || ...", then
+    // "if (<score>.loaded_1) { produce <score>": the score tile is produced only where it is used.
+    const auto used = stmt.find("let " + step->max.name() + ".used");
+    BOOST_REQUIRE_MESSAGE(used != std::string::npos, kind << ": no use condition for " << step->max.name());
+    const std::string line = stmt.substr(used, stmt.find('\n', used) - used);
+    BOOST_TEST(line.find("p_len") != std::string::npos, line);
+    const auto guard = stmt.find("if (" + score + ".loaded", used);
+    BOOST_TEST(guard != std::string::npos);
+    BOOST_TEST(guard < stmt.find("produce " + score, used));
+  }
+}
+
+// ---------------------------------------------------------------- memory
+
+namespace {
+
+// Halide's heap allocations, counted: current and peak bytes.
+struct memory_meter : Halide::JITUserContext {
+  std::atomic<std::int64_t> now{0}, peak{0};
+  memory_meter() {
+    handlers.custom_malloc = [](Halide::JITUserContext* ctx, size_t bytes) -> void* {
+      auto* self = static_cast<memory_meter*>(ctx);
+      // Room for the size in front, and 64-byte alignment for Halide's vector loads.
+      auto* base = static_cast<char*>(std::aligned_alloc(64, ((bytes + 64 + 63) / 64) * 64));
+      if (base == nullptr) return nullptr;
+      *reinterpret_cast<std::size_t*>(base) = bytes;
+      const std::int64_t n = self->now += static_cast<std::int64_t>(bytes);
+      for (std::int64_t p = self->peak; n > p && !self->peak.compare_exchange_weak(p, n);) {
+      }
+      return base + 64;
+    };
+    handlers.custom_free = [](Halide::JITUserContext* ctx, void* p) {
+      if (p == nullptr) return;
+      char* base = static_cast<char*>(p) - 64;
+      static_cast<memory_meter*>(ctx)->now -= static_cast<std::int64_t>(*reinterpret_cast<std::size_t*>(base));
+      std::free(base);
+    };
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
+  constexpr auto H8 = head_dim<"H", 8>;
+  constexpr auto D64 = dim<"Dh", 64>;
+  constexpr auto qq = input<"q">(H8, T, D64);
+  constexpr auto kk = input<"k">(H8, T, D64);
+  constexpr auto vv = input<"v">(H8, T, D64);
+  // Key padding to 300 keys: the pipeline (and its buffers) is the one of full attention over
+  // T keys; the lengths only keep the run short.
+  const auto e = combine(softmax(key_padding(scaled_scores(qq, kk), lengths<"len">)), vv);
+  const attn::ir::graph g = to_ir(e);
+  attn::gen::lowering_options o;
+  o.fused = true;
+  const Halide::Target target = Halide::get_host_target();
+  attn::gen::lowered l = attn::gen::lower_and_schedule(g, {}, o, target);
+  std::vector<Halide::Argument> args(l.params.begin(), l.params.end());
+  Halide::Callable run = Halide::Pipeline(l.output).compile_to_callable(args, target);
+
+  const int t = 16384;
+  Halide::Buffer<float> bq(64, t, 8, 1), bk(64, t, 8, 1), bv(64, t, 8, 1), out(64, t, 8, 1);
+  for (auto* b : {&bq, &bk, &bv}) b->fill(0.25f);
+  Halide::Buffer<int> len(1);
+  len(0) = 300;
+  memory_meter meter;
+  BOOST_REQUIRE_EQUAL(call(run, &meter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), len.raw_buffer(), out.raw_buffer()}), 0);
+  const double one_input = 8.0 * t * 64 * 4, scores = 8.0 * t * t * 4;  // bytes
+  BOOST_TEST_MESSAGE("peak Halide allocation " << meter.peak / 1048576.0 << " MiB; one input " << one_input / 1048576.0
+                                               << " MiB; one H·T² buffer " << scores / 1048576.0 << " MiB");
+  BOOST_TEST(meter.peak > 0);  // the meter sees the allocations (the transposed keys at least)
+  BOOST_TEST(meter.peak <= 2 * one_input + 16.0 * 1048576);
+  BOOST_TEST(meter.peak < scores / 100);
+  BOOST_TEST(out(0, 0, 0, 0) == 0.25f);  // attention over equal values returns the value
+}
