@@ -25,6 +25,7 @@ struct lowered {
     enum kind_t { product, softmax_row, layout } kind;
     Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
     Halide::RDom reduction;                   // products: the contracted dim
+    std::vector<std::int64_t> extents;        // per var, as vars: the size if fixed when compiling, else 0
   };
   std::vector<stage> stages;
 };

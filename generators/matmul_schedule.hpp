@@ -1,0 +1,61 @@
+#pragma once
+// The CPU schedule of one product stage, f(n, m, ...) += a(k, m) · b(n, k): register-blocked,
+// vectorised, parallel. A plain parameter struct (printable, parseable: the tuner searches it,
+// a database stores it), a default per shape and target, and the function that applies it.
+//
+// Loop nest (innermost last; V = vector_width, W = vectors · V):
+//   parallel for (row block of `rows` rows) × (outer dims: heads, batch)
+//     for column tile of W columns                       (`no`)
+//       acc[rows][W] = 0                                  registers: vectors · rows accumulators
+//       for k in the reduction                            (split by k_block, unrolled by k_unroll)
+//         for each row r (unrolled): for each vector j (unrolled):
+//           acc[r][j·V..] += broadcast(a(k, m0 + r)) · b(n0 + j·V.., k)   one FMA
+//       product(n0.., m0..) = acc                         vector stores
+// Tails in n and m are guarded (predicated vectors, guarded rows), so any size runs and no
+// operand is read outside its bounds.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <Halide.h>
+#include "lower.hpp"
+
+namespace attn::gen {
+
+struct matmul_schedule {
+  int vector_width = 16;  // floats per vector (the target's natural width)
+  int vectors = 2;        // vectors across a tile's columns: the tile is vectors · vector_width wide
+  int rows = 12;          // rows per tile; vectors · rows accumulators must fit the vector registers
+  int k_unroll = 1;       // unroll factor of the reduction loop
+  int k_block = 0;        // reduction block kept per pass over a row block's tiles; 0: the whole reduction
+  bool parallel = true;   // row blocks (fused with heads and batch) run in parallel
+
+  // "vector_width=16 vectors=2 rows=12 k_unroll=1 k_block=0 parallel=1"
+  std::string to_string() const;
+  // The inverse of to_string; keys in any order, separated by spaces or commas, missing keys keep
+  // their defaults. Throws std::invalid_argument naming a bad key or value.
+  static matmul_schedule parse(std::string_view text);
+
+  bool operator==(const matmul_schedule&) const = default;
+};
+
+// What is known of a product's sizes when compiling; 0 means known only at run time.
+struct matmul_shape {
+  std::int64_t rows = 0;   // m: output rows (often T)
+  std::int64_t cols = 0;   // n: output columns, contiguous in memory
+  std::int64_t depth = 0;  // k: the contracted dim
+};
+
+// The shape of a lowered product stage (static and bound dims; run-time ones are 0).
+matmul_shape shape_of(const lowered::stage& product);
+
+// A good schedule for this shape on this target: the vector width and register count decide the
+// tile, the static sizes trim it (no tile wider than the product).
+matmul_schedule default_matmul_schedule(const matmul_shape& shape, const Halide::Target& target);
+
+// Schedules a product stage (kind == product). Returns the Func that holds the product in memory
+// (computed at root): its consumers read it in place of product.func. The stage's own Func becomes
+// the per-tile register accumulator, so when product.func is a pipeline output, realise the
+// returned Func instead.
+Halide::Func apply_matmul_schedule(const lowered::stage& product, const matmul_schedule& s);
+
+}  // namespace attn::gen
