@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "generators/lower.hpp"
 #include "generators/matmul_schedule.hpp"
 #include "runtime/jit.hpp"
 #include "reference.hpp"
@@ -277,6 +278,34 @@ BOOST_AUTO_TEST_CASE(schedule_text_round_trip) {
   BOOST_CHECK_THROW(gen::matmul_schedule::parse("rows=six"), std::invalid_argument);
   BOOST_CHECK_THROW(gen::matmul_schedule::parse("tile=4"), std::invalid_argument);
   BOOST_CHECK_THROW(gen::matmul_schedule::parse("rows"), std::invalid_argument);
+}
+
+// Non-default parameters, as a tuner would try them, give the same products: a product with
+// tails in every dim, lowered and scheduled here with each parameter set, run on Halide buffers.
+BOOST_AUTO_TEST_CASE(schedule_parameters_keep_results) {
+  constexpr index k = 100, n = 40;
+  constexpr auto Kd = dim<"K", k>;
+  constexpr auto Nd = dim<"N", n>;
+  const attn::ir::graph g = to_ir(project(input<"x">(T, Kd), weight<"w">(Kd, Nd)));
+  std::mt19937 rng(15);
+  for (const char* text : {"vectors=1 rows=1", "vectors=3 rows=5 k_unroll=2", "rows=4 k_block=16", "k_block=64 k_unroll=4 parallel=0",
+                           "vector_width=8 vectors=2 rows=6", "vector_width=4 vectors=4 rows=3 k_block=7 k_unroll=3"}) {
+    gen::lowered l = gen::lower(g, {});
+    BOOST_TEST_REQUIRE((l.stages.size() == 1 && l.stages[0].kind == gen::lowered::stage::product));
+    Halide::Func out = gen::apply_matmul_schedule(l.stages[0], gen::matmul_schedule::parse(text));
+    Halide::Callable run = out.compile_to_callable({l.params[0], l.params[1]}, Halide::get_host_target());
+    for (index t : {index{1}, index{7}, index{33}}) {
+      const tensor<float> x = random_tensor({t, k}, rng), w = random_tensor({k, n}, rng);
+      tensor<float> y({t, n});
+      Halide::Buffer<float> xb(const_cast<float*>(x.data()), int(k), int(t), 1), wb(const_cast<float*>(w.data()), int(n), int(k)),
+          yb(y.data(), int(n), int(t), 1);
+      BOOST_TEST_REQUIRE(run(xb, wb, yb) == 0);
+      expect_matches(y, 0, {t, n}, [&](index, auto acc) {
+        using Acc = decltype(acc);
+        return ref::matmul(item<Acc>(x, 0, 2), item<Acc>(w, 0, 2));
+      }, case_name(std::string("schedule ") + text, t, 0));
+    }
+  }
 }
 
 // The default tile fits the target's vector registers: accumulators, b vectors and a broadcast.
