@@ -159,6 +159,23 @@ Func schedule_dot_products(const lowered::stage& product, const matmul_schedule&
   return f;
 }
 
+// f (a pure init, then f += ... over k) as a register tile: columns in vectors (unrolled), rows
+// unrolled, k innermost around them, so the whole tile stays in vector registers.
+void register_tile(Func f, const Var& n, const Var* m, RVar k, const matmul_schedule& s) {
+  constexpr TailStrategy guard = TailStrategy::GuardWithIf;
+  Var nv("nv"), nl("nl");
+  f.split(n, nv, nl, s.vector_width, guard).vectorize(nl).unroll(nv);
+  if (m) f.unroll(*m);
+  Stage u = f.update();
+  u.split(n, nv, nl, s.vector_width, guard);
+  std::vector<VarOrRVar> order{nl, nv};
+  if (m) order.push_back(*m);
+  order.push_back(k);
+  u.reorder(order).vectorize(nl).unroll(nv);
+  if (m) u.unroll(*m);
+  if (s.k_unroll > 1) u.unroll(k, s.k_unroll, guard);
+}
+
 }  // namespace
 
 Func apply_matmul_schedule(const lowered::stage& product, const matmul_schedule& s) {
@@ -183,43 +200,35 @@ Func apply_matmul_schedule(const lowered::stage& product, const matmul_schedule&
   // Guarded tails everywhere: a partial tile reads nothing beyond the operands' bounds.
   constexpr TailStrategy guard = TailStrategy::GuardWithIf;
 
-  Var row_block = mo;  // the loop a row block's iterations run under
   if (has_rows) {
     out.tile(n, v[1], no, mo, ni, mi, width, s.rows, guard).vectorize(ni, vec).unroll(ni).unroll(mi);
+    // Row blocks and the outer dims (heads, batch) run in parallel as two nested loops: fusing them
+    // would hide the row tail from Halide's loop partitioning, and every tile would then be guarded.
     if (s.parallel) {
-      std::vector<Var> outer{mo};
-      outer.insert(outer.end(), v.begin() + 2, v.end());
-      row_block = fuse_all(out, outer).var;
-      out.parallel(row_block);
+      out.parallel(mo);
+      if (v.size() > 2) out.parallel(fuse_all(out, std::vector<Var>(v.begin() + 2, v.end())));
     }
   } else {
     out.split(n, no, ni, width, guard).vectorize(ni, vec).unroll(ni);
     if (s.parallel) out.parallel(no);
   }
 
-  // The accumulator: one tile in registers; with k_block, a row block's tiles, revisited per block of k.
-  const bool blocked = s.k_block > 0 && has_rows;
-  acc.compute_at(out, blocked ? row_block : no).split(n, nv, nl, vec, guard).vectorize(nl);
-  if (!blocked) acc.unroll(nv);
-  if (has_rows) acc.unroll(v[1]);
-
-  Stage u = acc.update();
-  RVar k = product.reduction.x;
-  if (blocked) {
+  if (s.k_block > 0 && has_rows) {
+    // Blocks of k outermost in a row block: rfactor sums each block into a register tile (`part`);
+    // the stage's Func adds the blocks' tiles up in memory, a row block's columns at a time.
     RVar ko("ko"), ki("ki");
-    u.split(k, ko, ki, s.k_block, guard).split(n, nt, nr, width, guard).split(nr, nv, nl, vec, guard);
-    u.reorder(nl, nv, v[1], ki, nt, ko);
-    k = ki;
+    Var kb("kb");
+    Stage u = acc.update();
+    Func part = u.split(product.reduction.x, ko, ki, s.k_block, guard).rfactor(ko, kb);
+    acc.compute_at(out, mo).split(n, nv, nl, vec, guard).vectorize(nl);
+    u.split(n, nt, nr, width, guard).split(nr, nv, nl, vec, guard).reorder(nl, nv, v[1], nt, ko);
+    u.vectorize(nl).unroll(nv).unroll(v[1]);
+    part.compute_at(acc, nt);
+    register_tile(part, n, &v[1], ki, s);
   } else {
-    u.split(n, nv, nl, vec, guard);
-    std::vector<VarOrRVar> order{nl, nv};
-    if (has_rows) order.push_back(v[1]);
-    order.push_back(k);
-    u.reorder(order);
+    acc.compute_at(out, no);
+    register_tile(acc, n, has_rows ? &v[1] : nullptr, product.reduction.x, s);
   }
-  u.vectorize(nl).unroll(nv);
-  if (has_rows) u.unroll(v[1]);
-  if (s.k_unroll > 1) u.unroll(k, s.k_unroll, guard);
   return out;
 }
 
