@@ -19,7 +19,6 @@ struct field {
 constexpr field fields[] = {{"vector_width", &matmul_schedule::vector_width, 1},
                             {"vectors", &matmul_schedule::vectors, 1},
                             {"rows", &matmul_schedule::rows, 1},
-                            {"k_unroll", &matmul_schedule::k_unroll, 1},
                             {"k_block", &matmul_schedule::k_block, 0}};
 
 void check(const matmul_schedule& s) {
@@ -100,9 +99,10 @@ matmul_schedule default_matmul_schedule(const matmul_shape& shape, const Target&
 
 namespace {
 
-// Fuses vars (innermost first) into one loop and returns it.
-VarOrRVar fuse_all(Func f, const std::vector<Var>& vars) {
-  VarOrRVar acc = vars.front();
+// Fuses adjacent loop vars (innermost first) of a Func or Stage into one loop and returns it.
+template <class FuncOrStage>
+Var fuse_all(FuncOrStage f, const std::vector<Var>& vars) {
+  Var acc = vars.front();
   for (std::size_t j = 1; j < vars.size(); ++j) {
     Var fused(vars[j].name() + "_f");
     f.fuse(acc, vars[j], fused);
@@ -147,12 +147,7 @@ Func schedule_dot_products(const lowered::stage& product, const matmul_schedule&
   u.split(v.front(), block, v.front(), s.rows, guard);
   std::vector<Var> outer{block};
   outer.insert(outer.end(), v.begin() + 1, v.end());
-  Var row_block = block;
-  for (std::size_t j = 1; j < outer.size(); ++j) {
-    Var fused(outer[j].name() + "_f");
-    u.fuse(row_block, outer[j], fused);
-    row_block = fused;
-  }
+  const Var row_block = fuse_all(u, outer);
   if (s.parallel) u.parallel(row_block);
   partial.compute_at(f, row_block).reorder_storage(lane, v.front()).vectorize(lane);
   partial.update().reorder(lane, v.front(), ko).vectorize(lane).unroll(v.front());
@@ -173,7 +168,6 @@ void register_tile(Func f, const Var& n, const Var* m, RVar k, const matmul_sche
   order.push_back(k);
   u.reorder(order).vectorize(nl).unroll(nv);
   if (m) u.unroll(*m);
-  if (s.k_unroll > 1) u.unroll(k, s.k_unroll, guard);
 }
 
 }  // namespace

@@ -4,15 +4,19 @@
 // a database stores it), a default per shape and target, and the function that applies it.
 //
 // Loop nest (innermost last; V = vector_width, W = vectors · V):
-//   parallel for (row block of `rows` rows) × (outer dims: heads, batch)
-//     for column tile of W columns                       (`no`)
-//       acc[rows][W] = 0                                  registers: vectors · rows accumulators
-//       for k in the reduction                            (split by k_block, unrolled by k_unroll)
-//         for each row r (unrolled): for each vector j (unrolled):
-//           acc[r][j·V..] += broadcast(a(k, m0 + r)) · b(n0 + j·V.., k)   one FMA
-//       product(n0.., m0..) = acc                         vector stores
-// Tails in n and m are guarded (predicated vectors, guarded rows), so any size runs and no
-// operand is read outside its bounds.
+//   parallel for each outer index (heads, batch, fused)
+//     parallel for each row block of `rows` rows                      (mo)
+//       for each column tile of W columns                             (no)
+//         acc[rows][W] = 0                      vectors · rows accumulators in vector registers
+//         for k in the reduction                (not unrolled: that spills the tile's registers)
+//           for each row r, each vector j (both unrolled):
+//             acc[r][j·V ..] += broadcast(a(k, m0 + r)) · b(n0 + j·V .., k)    one FMA
+//         product(n0 .., m0 ..) = acc           vector stores
+// With k_block, a row block runs the reduction in blocks (outermost in the row block) and adds each
+// block's register tile into the row block's columns in memory: for operands too large for cache.
+// Tails in n and m are guarded (predicated vectors, guarded rows) so that any size runs and no
+// operand is read outside its bounds; static sizes are given to Halide, so whole tiles have no tail
+// code. A matrix·vector product (columns not contiguous in the operand) runs as dot products.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,11 +29,10 @@ struct matmul_schedule {
   int vector_width = 16;  // floats per vector (the target's natural width)
   int vectors = 2;        // vectors across a tile's columns: the tile is vectors · vector_width wide
   int rows = 12;          // rows per tile; vectors · rows accumulators must fit the vector registers
-  int k_unroll = 1;       // unroll factor of the reduction loop
-  int k_block = 0;        // reduction block kept per pass over a row block's tiles; 0: the whole reduction
+  int k_block = 0;        // reduction block per pass over a row block's tiles; 0: the whole reduction at once
   bool parallel = true;   // row blocks (fused with heads and batch) run in parallel
 
-  // "vector_width=16 vectors=2 rows=12 k_unroll=1 k_block=0 parallel=1"
+  // "vector_width=16 vectors=2 rows=12 k_block=0 parallel=1"
   std::string to_string() const;
   // The inverse of to_string; keys in any order, separated by spaces or commas, missing keys keep
   // their defaults. Throws std::invalid_argument naming a bad key or value.

@@ -264,7 +264,6 @@ BOOST_AUTO_TEST_CASE(schedule_text_round_trip) {
   s.vector_width = 8;
   s.vectors = 3;
   s.rows = 4;
-  s.k_unroll = 2;
   s.k_block = 256;
   s.parallel = false;
   BOOST_TEST(gen::matmul_schedule::parse(s.to_string()).to_string() == s.to_string());
@@ -288,8 +287,8 @@ BOOST_AUTO_TEST_CASE(schedule_parameters_keep_results) {
   constexpr auto Nd = dim<"N", n>;
   const attn::ir::graph g = to_ir(project(input<"x">(T, Kd), weight<"w">(Kd, Nd)));
   std::mt19937 rng(15);
-  for (const char* text : {"vectors=1 rows=1", "vectors=3 rows=5 k_unroll=2", "rows=4 k_block=16", "k_block=64 k_unroll=4 parallel=0",
-                           "vector_width=8 vectors=2 rows=6", "vector_width=4 vectors=4 rows=3 k_block=7 k_unroll=3"}) {
+  for (const char* text : {"vectors=1 rows=1", "vectors=3 rows=5", "rows=4 k_block=16", "k_block=64 parallel=0",
+                           "vector_width=8 vectors=2 rows=6", "vector_width=4 vectors=4 rows=3 k_block=7"}) {
     gen::lowered l = gen::lower(g, {});
     BOOST_TEST_REQUIRE((l.stages.size() == 1 && l.stages[0].kind == gen::lowered::stage::product));
     Halide::Func out = gen::apply_matmul_schedule(l.stages[0], gen::matmul_schedule::parse(text));
