@@ -12,6 +12,8 @@
 //           for each row r, each vector j (both unrolled):
 //             acc[r][j·V ..] += broadcast(a(k, m0 + r)) · b(n0 + j·V .., k)    one FMA
 //         product(n0 .., m0 ..) = acc           vector stores
+// With col_block, the column tiles are split into blocks, outermost: every row block runs over one
+// block of b's columns before the next (a block of b small enough to stay in L2).
 // With k_block, a row block runs the reduction in blocks (outermost in the row block) and adds each
 // block's register tile into the row block's columns in memory: for operands too large for cache.
 // Tails in n and m are guarded (predicated vectors, guarded rows) so that any size runs and no
@@ -30,9 +32,10 @@ struct matmul_schedule {
   int vectors = 2;        // vectors across a tile's columns: the tile is vectors · vector_width wide
   int rows = 12;          // rows per tile; vectors · rows accumulators must fit the vector registers
   int k_block = 0;        // reduction block per pass over a row block's tiles; 0: the whole reduction at once
+  int col_block = 0;      // columns per pass over all row blocks (b's block stays in L2); 0: all. Not with k_block
   bool parallel = true;   // row blocks (fused with heads and batch) run in parallel
 
-  // "vector_width=16 vectors=2 rows=12 k_block=0 parallel=1"
+  // "vector_width=16 vectors=2 rows=12 k_block=0 col_block=0 parallel=1"
   std::string to_string() const;
   // The inverse of to_string; keys in any order, separated by spaces or commas, missing keys keep
   // their defaults. Throws std::invalid_argument naming a bad key or value.

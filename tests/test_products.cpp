@@ -265,6 +265,7 @@ BOOST_AUTO_TEST_CASE(schedule_text_round_trip) {
   s.vectors = 3;
   s.rows = 4;
   s.k_block = 256;
+  s.col_block = 128;
   s.parallel = false;
   BOOST_TEST(gen::matmul_schedule::parse(s.to_string()).to_string() == s.to_string());
   BOOST_TEST((gen::matmul_schedule::parse(s.to_string()) == s));
@@ -287,8 +288,9 @@ BOOST_AUTO_TEST_CASE(schedule_parameters_keep_results) {
   constexpr auto Nd = dim<"N", n>;
   const attn::ir::graph g = to_ir(project(input<"x">(T, Kd), weight<"w">(Kd, Nd)));
   std::mt19937 rng(15);
-  for (const char* text : {"vectors=1 rows=1", "vectors=3 rows=5", "rows=4 k_block=16", "k_block=64 parallel=0",
-                           "vector_width=8 vectors=2 rows=6", "vector_width=4 vectors=4 rows=3 k_block=7"}) {
+  for (const char* text : {"vectors=1 rows=1", "vectors=3 rows=5 col_block=48", "rows=4 k_block=16", "k_block=64 parallel=0",
+                           "vector_width=8 vectors=2 rows=6 col_block=16", "vector_width=4 vectors=4 rows=3 k_block=7",
+                           "vector_width=4 vectors=4 rows=3 col_block=20"}) {
     gen::lowered l = gen::lower(g, {});
     BOOST_TEST_REQUIRE((l.stages.size() == 1 && l.stages[0].kind == gen::lowered::stage::product));
     Halide::Func out = gen::apply_matmul_schedule(l.stages[0], gen::matmul_schedule::parse(text));
@@ -320,6 +322,10 @@ BOOST_AUTO_TEST_CASE(default_schedule_fits_registers) {
   const gen::matmul_schedule narrow = gen::default_matmul_schedule({.rows = 1, .cols = 3, .depth = 8}, avx512);
   BOOST_TEST(narrow.vectors == 1);
   BOOST_TEST(narrow.rows == 1);
+  BOOST_TEST(narrow.col_block == 0);
+  // b (512, 512) is 1 MiB: 128 columns at a time (256 KiB); (512, 64) fits whole.
+  BOOST_TEST(gen::default_matmul_schedule({.cols = 512, .depth = 512}, avx512).col_block == 128);
+  BOOST_TEST(gen::default_matmul_schedule({.cols = 64, .depth = 512}, avx512).col_block == 0);
 }
 
 }  // namespace
