@@ -1,5 +1,7 @@
 #include "cpu_schedule.hpp"
 
+#include "matmul_schedule.hpp"
+
 namespace attn::gen {
 
 using namespace Halide;
@@ -40,15 +42,9 @@ void schedule_cpu(lowered& l, const Target& target) {
         vectorize_and_parallelize(f, v, vec);
         break;
       case lowered::stage::product: {
-        // for outer: for k: for n (vectorised): f(n, m) += a(k, m) · b(n, k)
-        f.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
-        Var no("no"), ni("ni");
-        Stage u = f.update();
-        u.split(v.front(), no, ni, vec, TailStrategy::GuardWithIf).vectorize(ni);
-        std::vector<VarOrRVar> order{ni, no, st.reduction.x};
-        order.insert(order.end(), v.begin() + 1, v.end());
-        u.reorder(order);
-        if (v.size() >= 2) u.parallel(fuse_all(u, std::vector<Var>(v.begin() + 1, v.end())));
+        // Register-tiled (matmul_schedule.hpp); the product then lives in the returned Func.
+        const Func stored = apply_matmul_schedule(st, default_matmul_schedule(shape_of(st), target));
+        if (f.name() == l.output.name()) l.output = stored;
         break;
       }
       case lowered::stage::softmax_row: {

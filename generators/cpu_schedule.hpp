@@ -1,6 +1,7 @@
 #pragma once
 // The generic CPU schedule: correct for any lowered expression, vectorised along the innermost
-// dim (any size: tails are guarded) and parallel over the fused outer dims.
+// dim (any size: tails are guarded) and parallel over the fused outer dims; products are
+// register-tiled by matmul_schedule.hpp.
 #include "lower.hpp"
 
 namespace attn::gen {

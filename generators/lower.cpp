@@ -55,7 +55,7 @@ class lowering {
     } else {
       auto [f, vars] = new_func("output", root);
       f(halide_args(as_exprs(vars), batch_, root.batched)) = value(g_.root, as_exprs(vars), {});
-      out_.stages.push_back({f, halide_vars(vars, root.batched), lowered::stage::layout, {}, {}, {}, {}});
+      out_.stages.push_back({f, halide_vars(vars, root.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(root)});
       out_.output = f;
     }
     for (int i = static_cast<int>(g_.nodes.size()) - 1; i >= 0 && !options_.fused; --i)
@@ -96,6 +96,17 @@ class lowering {
         if (n.shape[k].name == name) return params_.at(t).dim(static_cast<int>(n.shape.size() - 1 - k)).extent();
     }
     throw std::logic_error("dim " + std::string(name) + " appears in no tensor");
+  }
+
+  // A node's dim sizes known when compiling (static or bound), in Halide order; 0 for run-time ones.
+  std::vector<std::int64_t> static_extents(const ir::node& n) const {
+    std::vector<std::int64_t> e;
+    for (auto d = n.shape.rbegin(); d != n.shape.rend(); ++d) {
+      auto it = bound_.find(d->name);
+      e.push_back(d->size > 0 ? d->size : it != bound_.end() ? it->second : 0);
+    }
+    if (n.batched) e.push_back(0);
+    return e;
   }
 
   // Index a child of rank <= parent's: it takes the trailing indices; size-1 axes read index 0.
@@ -217,7 +228,7 @@ class lowering {
     auto [f, vars] = new_func(std::string(ir::op_name(n.kind)), n);
     std::vector<Expr> idx = as_exprs(vars);
     auto lhs = [&](const std::vector<Expr>& at) { return halide_args(at, batch_, n.batched); };
-    lowered::stage st{f, halide_vars(vars, n.batched), lowered::stage::layout, {}, {}, {}, {}};
+    lowered::stage st{f, halide_vars(vars, n.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(n)};
     if (n.kind == ir::op::transpose) {
       std::vector<Expr> c = idx;
       std::swap(c[c.size() - 1], c[c.size() - 2]);

@@ -1,5 +1,6 @@
 #pragma once
 // One materialised Func of a lowered pipeline and what its schedule needs to know about it.
+#include <cstdint>
 #include <vector>
 #include <Halide.h>
 
@@ -11,6 +12,7 @@ struct stage {
   enum kind_t { product, softmax_row, layout } kind;
   Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
   Halide::RDom reduction;                   // products: the contracted dim
+  std::vector<std::int64_t> extents;        // per var, as vars: the size if fixed when compiling, else 0
 };
 
 }  // namespace attn::gen

@@ -1,0 +1,247 @@
+#include "matmul_schedule.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+#include <stdexcept>
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+struct field {
+  std::string_view key;
+  int matmul_schedule::*value;
+  int min;
+};
+constexpr field fields[] = {{"vector_width", &matmul_schedule::vector_width, 1},
+                            {"vectors", &matmul_schedule::vectors, 1},
+                            {"rows", &matmul_schedule::rows, 1},
+                            {"k_block", &matmul_schedule::k_block, 0},
+                            {"col_block", &matmul_schedule::col_block, 0}};
+
+void check(const matmul_schedule& s) {
+  for (const field& f : fields)
+    if (s.*f.value < f.min)
+      throw std::invalid_argument("matmul_schedule: " + std::string(f.key) + " = " + std::to_string(s.*f.value) +
+                                  ", expected at least " + std::to_string(f.min));
+}
+
+int parse_int(std::string_view key, std::string_view text) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    throw std::invalid_argument("matmul_schedule: " + std::string(key) + " = '" + std::string(text) + "' is not an integer");
+  return v;
+}
+
+// Vector registers the tile's accumulators, operand vectors and broadcast share.
+int vector_registers(const Target& t) {
+  if (t.arch == Target::X86) return t.has_feature(Target::AVX512) ? 32 : 16;
+  return 32;  // AArch64 NEON/SVE, RISC-V V: 32
+}
+
+}  // namespace
+
+std::string matmul_schedule::to_string() const {
+  std::ostringstream s;
+  for (const field& f : fields) s << f.key << '=' << this->*f.value << ' ';
+  s << "parallel=" << (parallel ? 1 : 0);
+  return s.str();
+}
+
+matmul_schedule matmul_schedule::parse(std::string_view text) {
+  matmul_schedule s;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find_first_of(" ,", at), text.size());
+    const std::string_view item = text.substr(at, end - at);
+    at = end + 1;
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw std::invalid_argument("matmul_schedule: '" + std::string(item) + "' is not key=value");
+    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "parallel") {
+      s.parallel = parse_int(key, value) != 0;
+      continue;
+    }
+    const field* f = std::find_if(std::begin(fields), std::end(fields), [&](const field& x) { return x.key == key; });
+    if (f == std::end(fields)) throw std::invalid_argument("matmul_schedule: unknown key '" + std::string(key) + "'");
+    s.*f->value = parse_int(key, value);
+  }
+  check(s);
+  return s;
+}
+
+matmul_shape shape_of(const lowered::stage& product) {
+  matmul_shape s;
+  const auto& e = product.extents;
+  if (!e.empty()) s.cols = e[0];
+  if (e.size() >= 2) s.rows = e[1];
+  if (product.reduction.defined())
+    if (auto k = Internal::as_const_int(product.reduction.x.extent())) s.depth = *k;
+  return s;
+}
+
+matmul_schedule default_matmul_schedule(const matmul_shape& shape, const Target& target) {
+  matmul_schedule s;
+  s.vector_width = target.natural_vector_size<float>();
+  // Two vectors across: each broadcast of a feeds two FMAs, and the B panel a tile streams over
+  // the reduction (depth · 2V floats) stays in L2. One vector when the product is that narrow.
+  s.vectors = shape.cols > 0 && shape.cols <= s.vector_width ? 1 : 2;
+  // As many rows as the registers allow: vectors · rows accumulators, plus the b vectors and a broadcast.
+  s.rows = std::min((vector_registers(target) - s.vectors - 2) / s.vectors, 16);
+  if (shape.rows > 0) s.rows = static_cast<int>(std::min<std::int64_t>(s.rows, shape.rows));
+  // Wide products run a block of b's columns at a time through all row blocks, the block small
+  // enough (256 KiB) to stay in L2 even when other programs share the core; measured on 2 threads at
+  // (2048, 512)·(512, 512): 1.4-1.8x. Only for static widths: a run-time width would guard every tile.
+  const int width = s.vectors * s.vector_width;
+  if (shape.cols > 0 && shape.depth > 0) {
+    const std::int64_t fits = (256 << 10) / (shape.depth * 4) / width * width;
+    if (fits >= width && fits < shape.cols) s.col_block = static_cast<int>(fits);
+  }
+  return s;
+}
+
+namespace {
+
+// Fuses adjacent loop vars (innermost first) of a Func or Stage into one loop and returns it.
+template <class FuncOrStage>
+Var fuse_all(FuncOrStage f, const std::vector<Var>& vars) {
+  Var acc = vars.front();
+  for (std::size_t j = 1; j < vars.size(); ++j) {
+    Var fused(vars[j].name() + "_f");
+    f.fuse(acc, vars[j], fused);
+    acc = fused;
+  }
+  return acc;
+}
+
+// Whether the product's columns var (vars[0]) runs along the innermost dim of every operand it
+// indexes: then a tile's columns are vector loads. Not so for a matrix·vector product, whose
+// output runs down the matrix's rows.
+class columns_contiguous : public Internal::IRVisitor {
+ public:
+  explicit columns_contiguous(const Var& column) : column_(column.name()) {}
+  bool contiguous = true;
+
+ private:
+  using Internal::IRVisitor::visit;
+  void visit(const Internal::Call* c) override {
+    if (c->call_type == Internal::Call::Halide || c->call_type == Internal::Call::Image) {
+      bool anywhere = false;
+      for (const Expr& a : c->args) anywhere = anywhere || Internal::expr_uses_var(a, column_);
+      if (anywhere && !Internal::expr_uses_var(c->args.front(), column_)) contiguous = false;
+    }
+    Internal::IRVisitor::visit(c);
+  }
+  std::string column_;
+};
+
+// Matrix·vector: one dot product per output element. Each row block accumulates vector_width
+// partial sums per output (rfactor: vector loads along the reduction), then adds them up.
+Func schedule_dot_products(const lowered::stage& product, const matmul_schedule& s) {
+  Func f = product.func;
+  const std::vector<Var>& v = product.vars;
+  const int vec = s.vector_width;
+  constexpr TailStrategy guard = TailStrategy::GuardWithIf;
+  f.compute_root().vectorize(v.front(), vec, guard);
+  RVar ko("ko"), ki("ki");
+  Var lane("lane"), block("block");
+  Stage u = f.update();
+  Func partial = u.split(product.reduction.x, ko, ki, vec, guard).rfactor(ki, lane);
+  u.split(v.front(), block, v.front(), s.rows, guard);
+  std::vector<Var> outer{block};
+  outer.insert(outer.end(), v.begin() + 1, v.end());
+  const Var row_block = fuse_all(u, outer);
+  if (s.parallel) u.parallel(row_block);
+  partial.compute_at(f, row_block).reorder_storage(lane, v.front()).vectorize(lane);
+  partial.update().reorder(lane, v.front(), ko).vectorize(lane).unroll(v.front());
+  return f;
+}
+
+// f (a pure init, then f += ... over k) as a register tile: columns in vectors (unrolled), rows
+// unrolled, k innermost around them, so the whole tile stays in vector registers.
+void register_tile(Func f, const Var& n, const Var* m, RVar k, const matmul_schedule& s) {
+  constexpr TailStrategy guard = TailStrategy::GuardWithIf;
+  Var nv("nv"), nl("nl");
+  f.split(n, nv, nl, s.vector_width, guard).vectorize(nl).unroll(nv);
+  // Rows unrolled in blocks of `rows`: a consumer may ask for a region that is not a whole number
+  // of tiles (the fused attention reads whole key tiles), so the extent need not be constant.
+  if (m) f.unroll(*m, s.rows, guard);
+  Stage u = f.update();
+  u.split(n, nv, nl, s.vector_width, guard);
+  std::vector<VarOrRVar> order{nl, nv};
+  if (m) order.push_back(*m);
+  order.push_back(k);
+  u.reorder(order).vectorize(nl).unroll(nv);
+  if (m) u.unroll(*m, s.rows, guard);
+}
+
+}  // namespace
+
+Func apply_matmul_schedule(const lowered::stage& product, const matmul_schedule& s) {
+  check(s);
+  Func acc = product.func;
+  const std::vector<Var>& v = product.vars;
+  if (v.empty() || !product.reduction.defined()) {  // a scalar: nothing to tile
+    acc.compute_root();
+    return acc;
+  }
+  columns_contiguous access(v.front());
+  acc.update_value().accept(&access);
+  if (!access.contiguous) return schedule_dot_products(product, s);
+  // The product in memory; every consumer (and the pipeline, when it is the output) reads it.
+  Func out = acc.in();
+  out.compute_root();
+  // Static sizes tell Halide the loop bounds: whole tiles need no tail code (half the compile time).
+  for (std::size_t i = 0; i < v.size() && i < product.extents.size(); ++i)
+    if (product.extents[i] > 0) out.bound(v[i], 0, static_cast<int>(product.extents[i]));
+
+  const int vec = s.vector_width, width = s.vectors * vec;
+  const bool has_rows = v.size() >= 2;
+  const Var n = v[0];
+  Var no("no"), ni("ni"), mo("mo"), mi("mi"), nt("nt"), nr("nr"), nv("nv"), nl("nl");
+  // Guarded tails everywhere: a partial tile reads nothing beyond the operands' bounds.
+  constexpr TailStrategy guard = TailStrategy::GuardWithIf;
+
+  if (has_rows) {
+    out.tile(n, v[1], no, mo, ni, mi, width, s.rows, guard).vectorize(ni, vec).unroll(ni).unroll(mi);
+    if (s.col_block > 0 && s.k_block == 0) {  // column blocks outermost: all row blocks meet one block of b's columns
+      Var nb("nb");
+      out.split(no, nb, no, (s.col_block + width - 1) / width, guard).reorder(ni, mi, no, mo, nb);
+    }
+    // Row blocks and the outer dims (heads, batch) run in parallel as two nested loops: fusing them
+    // would hide the row tail from Halide's loop partitioning, and every tile would then be guarded.
+    if (s.parallel) {
+      out.parallel(mo);
+      if (v.size() > 2) out.parallel(fuse_all(out, std::vector<Var>(v.begin() + 2, v.end())));
+    }
+  } else {
+    out.split(n, no, ni, width, guard).vectorize(ni, vec).unroll(ni);
+    if (s.parallel) out.parallel(no);
+  }
+
+  if (s.k_block > 0 && has_rows) {
+    // Blocks of k outermost in a row block: rfactor sums each block into a register tile (`part`);
+    // the stage's Func adds the blocks' tiles up in memory, a row block's columns at a time.
+    RVar ko("ko"), ki("ki");
+    Var kb("kb");
+    Stage u = acc.update();
+    Func part = u.split(product.reduction.x, ko, ki, s.k_block, guard).rfactor(ko, kb);
+    acc.compute_at(out, mo).split(n, nv, nl, vec, guard).vectorize(nl);
+    u.split(n, nt, nr, width, guard).split(nr, nv, nl, vec, guard).reorder(nl, nv, v[1], nt, ko);
+    u.vectorize(nl).unroll(nv).unroll(v[1], s.rows, guard);
+    part.compute_at(acc, nt);
+    register_tile(part, n, &v[1], ki, s);
+  } else {
+    acc.compute_at(out, no);
+    register_tile(acc, n, has_rows ? &v[1] : nullptr, product.reduction.x, s);
+  }
+  return out;
+}
+
+}  // namespace attn::gen
