@@ -1,5 +1,6 @@
 #include "cpu_schedule.hpp"
 
+#include "fuse_loops.hpp"
 #include "matmul_schedule.hpp"
 
 namespace attn::gen {
@@ -7,18 +8,6 @@ namespace attn::gen {
 using namespace Halide;
 
 namespace {
-
-// Fuse the given adjacent loop vars (innermost first) into one and return it.
-template <class Stage>
-VarOrRVar fuse_all(Stage s, const std::vector<Var>& vars) {
-  VarOrRVar acc = vars.front();
-  for (std::size_t j = 1; j < vars.size(); ++j) {
-    Var fused(vars[j].name() + "_f");
-    s.fuse(acc, vars[j], fused);
-    acc = fused;
-  }
-  return acc;
-}
 
 // Vectorise the innermost var, run the rest as one parallel loop; returns that loop's var.
 VarOrRVar vectorize_and_parallelize(Func f, const std::vector<Var>& vars, int vec) {

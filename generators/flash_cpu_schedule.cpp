@@ -1,5 +1,7 @@
 #include "flash_cpu_schedule.hpp"
 
+#include "fuse_loops.hpp"
+
 namespace attn::gen {
 
 using namespace Halide;
@@ -52,22 +54,17 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
 
 void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) {
   Func out = f.output;
-  Var qo("qo"), qin("qin"), task("task");
+  Var qo("qo"), qin("qin");
   out.compute_root().split(f.q, qo, qin, f.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
-  VarOrRVar outer = qo;
-  for (const Var& v : f.lead) {
-    Var fused(v.name() + "_task");
-    out.fuse(outer, v, fused);
-    outer = fused;
-  }
-  if (f.batched) {
-    out.fuse(outer, f.batch, task);
-    outer = task;
-  }
-  out.parallel(outer).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+  // One task per (query tile, lead dims, batch item), all in one parallel loop.
+  std::vector<Var> tasks{qo};
+  tasks.insert(tasks.end(), f.lead.begin(), f.lead.end());
+  if (f.batched) tasks.push_back(f.batch);
+  const Var task = fuse_all(out, tasks);
+  out.parallel(task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
 
-  f.state.compute_at(out, outer.var).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+  f.state.compute_at(out, task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
 }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <sstream>
 #include <stdexcept>
+#include "fuse_loops.hpp"
 
 namespace attn::gen {
 
@@ -107,18 +108,6 @@ matmul_schedule default_matmul_schedule(const matmul_shape& shape, const Target&
 }
 
 namespace {
-
-// Fuses adjacent loop vars (innermost first) of a Func or Stage into one loop and returns it.
-template <class FuncOrStage>
-Var fuse_all(FuncOrStage f, const std::vector<Var>& vars) {
-  Var acc = vars.front();
-  for (std::size_t j = 1; j < vars.size(); ++j) {
-    Var fused(vars[j].name() + "_f");
-    f.fuse(acc, vars[j], fused);
-    acc = fused;
-  }
-  return acc;
-}
 
 // Whether the product's columns var (vars[0]) runs along the innermost dim of every operand it
 // indexes: then a tile's columns are vector loads. Not so for a matrix·vector product, whose
