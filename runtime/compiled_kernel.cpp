@@ -77,6 +77,7 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   const std::vector<gen::attention_match> found = gen::find_attention(g);
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
+  l.default_tiles = o.schedule == "default";
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty())
@@ -101,11 +102,11 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   return l;
 }
 
-std::string describe(const ir::graph& g, const gen::lowering_options& l) {
-  if (!l.fused) return "path=generic";
+std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles) {
+  if (!fused) return "path=generic";
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
-  return s + " schedule=[" + gen::to_string(l.tiles) + "]";
+  return s + " schedule=[" + gen::to_string(tiles) + "]";
 }
 
 std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
@@ -120,7 +121,6 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   }
   detail::check_jit_can_run(p->target, o.target);
   const gen::lowering_options how = choose_lowering(g, o, p->bound, p->target);
-  p->description = describe(g, how);
   if (how.fused) {
     std::vector<int> fused_softmaxes;
     for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
@@ -130,6 +130,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   }
   try {
     p->lowered = gen::lower_and_schedule(g, p->bound, how, p->target);
+    p->description = describe(g, how.fused, p->lowered.tiles);
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
