@@ -28,6 +28,7 @@ enum class op {
   mask,    // args: scores, predicate; masked-out entries become -inf
   modify,  // args: scores, f(score, q_idx, kv_idx, head); the placeholder `score` is arg 0
   split_heads, concat_heads, unsqueeze,
+  repeat_heads,  // (.., G, T, D) -> (.., H, T, D): query head h reads group h / (H / G) (GQA, MQA)
 };
 
 enum class placeholder { score, q_idx, kv_idx, head };
@@ -82,7 +83,7 @@ constexpr std::string_view op_name(op k) {
       "input", "weight", "lengths", "constant", "dim_value", "placeholder", "matmul", "transpose",
       "softmax", "neg", "tanh", "exp", "abs", "sqrt", "rsqrt", "not", "add", "sub", "mul", "div", "mod",
       "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "select", "mask", "modify",
-      "split_heads", "concat_heads", "unsqueeze"};
+      "split_heads", "concat_heads", "unsqueeze", "repeat_heads"};
   return names[static_cast<int>(k)];
 }
 

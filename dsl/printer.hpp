@@ -73,6 +73,7 @@ inline printed print(const ir::graph& g, int i) {
     case op::modify: return {"modify(" + arg(0).text + " | score ↦ " + arg(1).text + ")", 10};
     case op::split_heads: return {"split_heads(" + arg(0).text + ", " + std::string(n.shape[n.shape.size() - 3].name) + ")", 10};
     case op::concat_heads: return {"concat_heads(" + arg(0).text + ")", 10};
+    case op::repeat_heads: return {"repeat_heads(" + arg(0).text + ", " + std::string(n.shape[n.shape.size() - 3].name) + ")", 10};
     case op::unsqueeze: return {"unsqueeze(" + arg(0).text + ", " + std::to_string(n.param) + ")", 10};
   }
   return {"?", 10};

@@ -193,6 +193,13 @@ class lowering {
         c.push_back(idx[r - 1] % width);
         return value(n.args[0], c, ph);
       }
+      case op::repeat_heads: {  // (.., h, t, d) reads (.., h / (H / G), t, d)
+        const std::size_t r = idx.size();
+        const auto per_group = static_cast<int>(n.shape[r - 3].size / g_.at(n.args[0]).shape[r - 3].size);
+        std::vector<Expr> c = idx;
+        c[r - 3] = idx[r - 3] / per_group;
+        return value(n.args[0], c, ph);
+      }
       case op::unsqueeze: {
         std::vector<Expr> c = idx;
         c.erase(c.begin() + n.param);

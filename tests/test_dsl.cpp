@@ -145,6 +145,14 @@ BOOST_AUTO_TEST_CASE(heads) {
   constexpr auto per_head = input<"ph">(H, T, Dk);
   using HDk = std::remove_cvref_t<decltype(hana::at_c<1>(shape_of(concat_heads(per_head))))>;
   static_assert(HDk::size == 8 * 64 && HDk::name == "H*Dk");
+  // Grouped-query attention: queries split into H heads of a named width, keys into G groups of
+  // the same width, the groups repeated for the H query heads.
+  constexpr auto G = head_dim<"G", 2>;
+  constexpr auto kv = input<"kv">(T, dim<"GDk", 2 * 64>);
+  static_assert(shape_of(split_heads(kv, G, Dk)) == shape(G, T, Dk));
+  static_assert(shape_of(repeat_heads(split_heads(kv, G, Dk), H)) == shape(H, T, Dk));
+  static_assert(shape_of(scaled_scores(per_head, repeat_heads(split_heads(kv, G, Dk), H))) == shape(H, T, T));
+  BOOST_TEST(to_string(repeat_heads(split_heads(kv, G, Dk), H)) == "repeat_heads(split_heads(kv, G), H)");
 }
 
 BOOST_AUTO_TEST_CASE(variants_of_the_seeds) {
