@@ -45,6 +45,26 @@ constexpr auto alibi(const S& scores, H heads) {
   }
 }
 
+// T5's relative position bucket of kv_idx - q_idx (Raffel et al. 2020), an index into a learned
+// bias table: distances below half the buckets (per direction when bidirectional) get a bucket
+// each, longer ones share logarithmically wider buckets up to max_distance, the last bucket beyond.
+// Read it with gather(table, t5_bucket<...>(...), head) (gather.hpp), which truncates as T5 does.
+template <bool Bidirectional>
+constexpr auto t5_bucket(int buckets, int max_distance) {
+  const int per_side = Bidirectional ? buckets / 2 : buckets;
+  const int exact = per_side / 2;
+  const auto rel = kv_idx - q_idx;
+  const auto n = [&] {
+    if constexpr (Bidirectional) return abs(rel);
+    else return -min(rel, 0);
+  }();
+  const auto large = min(exact + log(n / float(exact)) / log(float(max_distance) / float(exact)) * float(per_side - exact),
+                         per_side - 1);
+  const auto within = select(n < exact, n, large);
+  if constexpr (Bidirectional) return select(rel > 0, per_side, 0) + within;
+  else return within;
+}
+
 // Soft-capping (Gemma 2, Grok): cap·tanh(score / cap) keeps logits inside (-cap, cap).
 template <operand S>
 constexpr auto softcap(const S& scores, float cap) { return modify(scores, cap * tanh(score / cap)); }

@@ -2,10 +2,10 @@
 // attn::jit(expr [, options]): compile an expression for this machine once, then call it.
 //   auto k = attn::jit(y);
 //   attn::tensor<float> out = k(x, wq, wk, wv);
-// Tensors are passed inputs first, then weights, then lengths, each kind in order of first
+// Tensors are passed inputs first, then weights, then integer inputs (lengths), each kind in order of first
 // appearance in the expression (kernel::parameters() lists the names), or by name in any order:
 //   attn::tensor<float> out = k({{"x", x}, {"wq", wq}, {"wk", wk}, {"wv", wv}});
-// Tensors may carry a leading batch dim (inputs, lengths) or not (batch of 1); weights never do.
+// Tensors may carry a leading batch dim (inputs, integer inputs) or not (batch of 1); weights never do.
 #include <array>
 #include <utility>
 #include "dsl/dsl.hpp"
@@ -66,8 +66,8 @@ class kernel {
  private:
   template <std::size_t N>
   static constexpr void check_arity() {
-    static_assert(N == arity, "kernel call: pass one tensor per input, weight and lengths of the expression, "
-                              "inputs, then weights, then lengths (see kernel::parameters())");
+    static_assert(N == arity, "kernel call: pass one tensor per input, weight and integer input of the expression, "
+                              "inputs, then weights, then integer inputs (see kernel::parameters())");
   }
   std::shared_ptr<const compiled_kernel> k_;
 };
