@@ -6,6 +6,7 @@
 #include "heads.hpp"
 #include "linear.hpp"
 #include "gather.hpp"
+#include "attention_gym.hpp"
 #include "masks.hpp"
 #include "printer.hpp"
 #include "score_mod.hpp"

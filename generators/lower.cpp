@@ -1,6 +1,8 @@
 #include "lower.hpp"
 
+#include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include "attention_pattern.hpp"
@@ -150,7 +152,7 @@ class lowering {
       case op::sub: return a(0) - a(1);
       case op::mul: return a(0) * a(1);
       case op::div: return a(0) / a(1);
-      case op::mod: return a(0) % a(1);
+      case op::mod: return remainder(a(0), a(1));
       case op::minimum: return Halide::min(a(0), a(1));
       case op::maximum: return Halide::max(a(0), a(1));
       case op::lt: return a(0) < a(1);
@@ -217,6 +219,20 @@ class lowering {
       }
     }
     throw std::logic_error("lower: unknown op");
+  }
+
+  // a mod b as the DSL defines it, a - b·floor(a/b) (Halide's % on floats), but never through
+  // Halide's float %: its simplifier rewrites x - x % c to x (Halide 21), which turned
+  // block_causal's (kv - kv % 4) / 4 <= (q - q % 4) / 4 into causal. Integers (indices, and
+  // integral constants, which reach here as floats) use integer %, where that rewrite is exact.
+  static Expr remainder(Expr a, Expr b) {
+    const std::optional<double> c = Internal::as_const_float(b);
+    if (a.type().is_int() && c && *c == std::floor(*c) && *c != 0 && std::abs(*c) < 2147483647.0)
+      b = Internal::make_const(a.type(), static_cast<std::int64_t>(*c));
+    if (a.type().is_int() && b.type().is_int()) return a % b;
+    a = cast(Float(32), a);
+    b = cast(Float(32), b);
+    return a - b * Halide::floor(a / b);
   }
 
   // The fused pipeline computes whole tiles, past the last query or key; those reads are
