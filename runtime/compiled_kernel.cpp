@@ -5,6 +5,7 @@
 #include <Halide.h>
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
+#include "disk_kernel.hpp"
 #include "generators/attention_pattern.hpp"
 #include "generators/pipeline.hpp"
 #include "halide_buffers.hpp"
@@ -25,7 +26,8 @@ struct compiled_kernel::impl {
   gen::lowered lowered;
   Halide::Pipeline pipeline;
   std::vector<Halide::Argument> arguments;
-  Halide::Callable callable;
+  Halide::Callable callable;                            // compiled in this process, or
+  std::shared_ptr<const detail::shared_object_kernel> loaded;  // from the disk cache (disk_kernel.hpp)
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
   std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
   std::string description;  // describe()
@@ -108,7 +110,8 @@ std::string describe(const ir::graph& g, const gen::lowering_options& l) {
   return s + " schedule=[" + gen::to_string(l.tiles) + "]";
 }
 
-std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
+std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
+                                               const std::string& key) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
@@ -134,7 +137,8 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
       throw argument_error("with_weights: the expression has no softmax");
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
-    p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+    p->loaded = detail::disk_kernel(p->pipeline, p->arguments, p->target, key);
+    if (!p->loaded) p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
     for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
     p->names.emplace_back(p->lowered.output.name(), "output");
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
@@ -152,8 +156,8 @@ compiled_kernel::~compiled_kernel() = default;
 
 std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
-  return detail::kernel_cache::process().get(cache_key(g, o, bound),
-                                             [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound)); });
+  const std::string key = cache_key(g, o, bound);
+  return detail::kernel_cache::process().get(key, [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound, key)); });
 }
 
 std::size_t compiled_kernel::cache_size() { return detail::kernel_cache::process().size(); }
@@ -260,8 +264,9 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   std::vector<halide_buffer_t*> args;
   for (auto& b : buffers) args.push_back(&b->buf);
   error_context ctx;
-  if (const int code = call_table[args.size()](impl_->callable, &ctx, args.data()); code != 0)
-    detail::throw_halide_error(code, ctx.message, impl_->names);
+  const int code = impl_->loaded ? impl_->loaded->call(args.data(), args.size(), ctx.message)
+                                 : call_table[args.size()](impl_->callable, &ctx, args.data());
+  if (code != 0) detail::throw_halide_error(code, ctx.message, impl_->names);
   if (out_target.data != output.data) detail::strided_copy(out_target, output);
   if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
 }
