@@ -94,6 +94,25 @@ bool write_all(int fd, std::string_view data) {
 
 }  // namespace
 
+std::optional<entry_parts> parse_entry(std::string_view bytes, std::string& why) {
+  if (bytes.size() < fixed_trailer || get_u64(bytes.data() + bytes.size() - 8) != magic) {
+    why = "is truncated or not an attnforge entry";
+    return std::nullopt;
+  }
+  const char* t = bytes.data() + bytes.size() - fixed_trailer;
+  const std::uint64_t payload = get_u64(t), key_size = get_u64(t + 8), version_size = get_u64(t + 16), sum = get_u64(t + 24);
+  const std::uint64_t body = bytes.size() - fixed_trailer;
+  if (payload > body || key_size > body || version_size > body || payload + key_size + version_size != body) {
+    why = "is truncated (sizes in its trailer do not add up)";
+    return std::nullopt;
+  }
+  if (fnv1a(bytes.substr(0, body)) != sum) {
+    why = "is corrupt (checksum differs)";
+    return std::nullopt;
+  }
+  return entry_parts{bytes.substr(0, payload), bytes.substr(payload, key_size), bytes.substr(payload + key_size, version_size)};
+}
+
 disk_cache::disk_cache(std::filesystem::path dir, std::string version) : dir_(std::move(dir)), version_(std::move(version)) {}
 
 std::filesystem::path disk_cache::entry_path(const std::string& key) const { return dir_ / (hex(fnv1a(key)) + ".so"); }
@@ -110,15 +129,10 @@ std::optional<std::filesystem::path> disk_cache::find(const std::string& key) co
     return std::nullopt;
   };
   if (!read) return bad("cannot be read");
-  if (bytes.size() < fixed_trailer || get_u64(bytes.data() + bytes.size() - 8) != magic) return bad("is truncated or not an attnforge entry");
-  const char* t = bytes.data() + bytes.size() - fixed_trailer;
-  const std::uint64_t payload = get_u64(t), key_size = get_u64(t + 8), version_size = get_u64(t + 16), sum = get_u64(t + 24);
-  const std::uint64_t body = bytes.size() - fixed_trailer;
-  if (payload > body || key_size > body || version_size > body || payload + key_size + version_size != body)
-    return bad("is truncated (sizes in its trailer do not add up)");
-  if (fnv1a(std::string_view(bytes.data(), body)) != sum) return bad("is corrupt (checksum differs)");
-  const std::string_view stored_key(bytes.data() + payload, key_size);
-  const std::string_view stored_version(bytes.data() + payload + key_size, version_size);
+  std::string why;
+  const auto parts = parse_entry(bytes, why);
+  if (!parts) return bad(why);
+  const std::string_view stored_key = parts->key, stored_version = parts->version;
   if (stored_version != version_) return bad("was written by " + std::string(stored_version) + ", this is " + version_);
   if (stored_key != key) return bad("holds another kernel (name collision)");
   return path;

@@ -9,6 +9,7 @@
 // writing the same key both succeed (the last rename wins; both wrote valid entries).
 // A corrupt, truncated, foreign-version or colliding entry is reported once and treated as a
 // miss; a folder that cannot be written is reported once and the cache only reads.
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -48,6 +49,12 @@ class disk_cache {
   std::filesystem::path dir_;
   std::string version_;
 };
+
+// An entry's parts. nullopt, with `why` set, for bytes that are truncated, corrupt or not an entry.
+struct entry_parts {
+  std::string_view payload, key, version;
+};
+std::optional<entry_parts> parse_entry(std::string_view bytes, std::string& why);
 
 // FNV-1a, 64 bits: entry names from keys, and the entries' checksums (corruption, not attacks).
 std::uint64_t fnv1a(std::string_view bytes, std::uint64_t h = 0xcbf29ce484222325ull);
