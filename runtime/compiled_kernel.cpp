@@ -11,6 +11,7 @@
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
 #include "kernel_cache.hpp"
+#include "lowering_choice.hpp"
 #include "memory_budget.hpp"
 #include "private_temp_dir.hpp"
 #include "target_check.hpp"
@@ -67,49 +68,6 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 }
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
-std::int64_t size_of(const ir::dim& d, const detail::dim_sizes& bound) {
-  if (d.size > 0) return d.size;
-  auto it = bound.find(d.name);
-  return it == bound.end() ? 0 : it->second;
-}
-
-// Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
-gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
-                                      const Halide::Target& target) {
-  const std::vector<gen::attention_match> found = gen::find_attention(g);
-  gen::lowering_options l;
-  l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
-  if (o.path == lowering::fused && o.with_weights)
-    throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
-  if (o.path == lowering::fused && found.empty())
-    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
-  const int vector = target.natural_vector_size<float>();
-  if (found.empty()) {
-    l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
-  } else {
-    const ir::node& w = g.at(found.front().softmax);
-    const std::size_t r = w.shape.size();
-    l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
-                                          size_of(g.at(found.front().values).shape.back(), bound), vector);
-  }
-  if (o.schedule != "default") {
-    if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
-    try {
-      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
-    } catch (const std::invalid_argument& e) {
-      throw compile_error(e.what());
-    }
-  }
-  return l;
-}
-
-std::string describe(const ir::graph& g, const gen::lowering_options& l) {
-  if (!l.fused) return "path=generic";
-  std::string s = "path=fused";
-  for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
-  return s + " schedule=[" + gen::to_string(l.tiles) + "]";
-}
-
 std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
                                                const std::string& key) {
   auto p = std::make_unique<compiled_kernel::impl>();
@@ -122,8 +80,8 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     throw compile_error("unknown target '" + o.target + "': " + e.what());
   }
   detail::check_jit_can_run(p->target, o.target);
-  const gen::lowering_options how = choose_lowering(g, o, p->bound, p->target);
-  p->description = describe(g, how);
+  const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
+  p->description = detail::describe(g, how);
   if (how.fused) {
     std::vector<int> fused_softmaxes;
     for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
