@@ -82,7 +82,9 @@ std::string abi_comment(const ir::graph& g, const options& o) {
         break;
       }
   s << " *\n * Returns 0 on success, else a negative halide_error_code_t (HalideRuntime.h), e.g. -2 for a\n"
-       " * buffer whose sizes do not fit; the message goes to halide_error (halide_set_error_handler).\n"
+       " * buffer whose sizes do not fit. Halide's default error handler prints the message and aborts\n"
+       " * the process: to get the code back instead, install a handler once per program with\n"
+       " * halide_set_error_handler (declared below; one handler serves every attnforge kernel).\n"
        " * Thread-safe; threads: Halide's pool (HL_NUM_THREADS). No Halide or attnforge library is needed\n"
        " * at run time: this library carries Halide's runtime. */\n";
   return s.str();
