@@ -3,4 +3,6 @@
 
 #include "generators/aot/registry.hpp"
 
+// [snippet: register]
 ATTN_REGISTER_KERNEL(my::causal_alibi);
+// [end snippet]

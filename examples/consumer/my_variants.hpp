@@ -3,6 +3,7 @@
 // a softcap of 30 on the scores.
 #include "dsl/dsl.hpp"
 
+// [snippet: expression]
 namespace my {
 
 using namespace attn::dsl;
@@ -16,3 +17,4 @@ inline constexpr auto v = input<"v">(H, T, Dh);
 inline constexpr auto causal_alibi = combine(softmax(causal(softcap(alibi(scaled_scores(q, k), H), 30.0f))), v);
 
 }  // namespace my
+// [end snippet]

@@ -16,6 +16,7 @@ using namespace consumer;
 // Runs one per-head kernel on q, k, v of shape (1, heads, T, Dh) and writes its output.
 template <class Kernel>
 bool run(Kernel kernel, std::int64_t heads, const std::filesystem::path& file) {
+  // [snippet: call]
   const std::int64_t n = heads * T * Dh;
   std::vector<float> q = values(n, 1), k = values(n, 2), v = values(n, 3), out(static_cast<std::size_t>(n));
   kernel_buffer qb(q.data(), {1, heads, T, Dh}), kb(k.data(), {1, heads, T, Dh}), vb(v.data(), {1, heads, T, Dh}),
@@ -24,6 +25,7 @@ bool run(Kernel kernel, std::int64_t heads, const std::filesystem::path& file) {
     std::fprintf(stderr, "%s: kernel returned %d\n", file.c_str(), rc);
     return false;
   }
+  // [end snippet]
   std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(n * sizeof(float)));
   std::printf("%s: %lld values, first %.6f\n", file.c_str(), static_cast<long long>(n), out[0]);
   return true;
