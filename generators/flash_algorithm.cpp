@@ -47,6 +47,7 @@ class builder {
     const kv_tile_ranges partial = tile_ranges(f_.partial.r.x);
     f_.partial.r.where(partial.lo <= f_.partial.r.x && f_.partial.r.x < partial.hi && partial.some && !partial.all);
     const RVar& tp = f_.partial.r.x;
+    f_.band = band();
 
     f_.state = Func("flash_state" + p_.suffix);
     f_.state(state_args()) = Tuple(none, 0.0f, 0.0f);
@@ -94,6 +95,12 @@ class builder {
     const Expr first = f_.qt * f_.q_tile;
     const Expr last = min(first + f_.q_tile, p_.nq) - 1;
     return kv_tiles_kept(keep, q, kv, first, last, p_.nk, f_.kv_tile, t);
+  }
+
+  std::int64_t band() const {
+    const Var q("mask_q"), kv("mask_kv");
+    std::vector<stage> unused;
+    return kept_band(p_.score(lead_row_major(), q, kv, unused).keep, q, kv);
   }
 
   void define_step(flash_step& st, const std::string& step, bool partial) {

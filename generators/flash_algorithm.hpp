@@ -63,6 +63,7 @@ struct flash_funcs {
   bool batched = false;
   int q_tile = 0, kv_tile = 0, vector = 0;
   int dv_size = 0;  // width of V, 0 if not static
+  std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int vector);

@@ -8,24 +8,38 @@ using namespace Halide;
 
 namespace {
 
+enum block_order { rows_outside, key_blocks_outside };
+
 // f(x, ...) += ... with x vectorised in `vectors` unrolled vectors and y unrolled by `rows`,
-// the reduction `r` outside them: a register tile of accumulators.
-void register_tile(Stage u, const VarOrRVar& x, const VarOrRVar& y, const RVar& r, int vector, int vectors, int rows) {
+// the reduction `r` outside them: a register tile of accumulators. The blocks of x are walked
+// inside the blocks of y, or outside them (one block of the right operand reused by every row).
+void register_tile(Stage u, const VarOrRVar& x, const VarOrRVar& y, const RVar& r, int vector, int vectors, int rows,
+                   block_order order = rows_outside) {
   Var xo, xi, xv, yo, yi;
   u.split(x, xo, xi, vector * vectors, TailStrategy::GuardWithIf)
       .split(xi, xi, xv, vector, TailStrategy::GuardWithIf)
-      .split(y, yo, yi, rows, TailStrategy::GuardWithIf)
-      .reorder(xv, xi, yi, r, xo, yo)
-      .vectorize(xv)
-      .unroll(xi)
-      .unroll(yi);
+      .split(y, yo, yi, rows, TailStrategy::GuardWithIf);
+  if (order == rows_outside) u.reorder(xv, xi, yi, r, xo, yo);
+  else u.reorder(xv, xi, yi, r, yo, xo);
+  u.vectorize(xv).unroll(xi).unroll(yi);
+}
+
+// A copy of the product's right operand (Kᵀ) for this tile, rows padded by one vector so that
+// rows a power of two apart do not share cache sets.
+void stage_right_operand(stage& st, const LoopLevel& at, const flash_schedule& s) {
+  Func staged = st.right_operand.in(st.func);
+  const Var keys = staged.args().front();
+  staged.compute_at(at).bound_storage(keys, s.kv_tile + s.vector).vectorize(keys, s.vector, TailStrategy::GuardWithIf);
 }
 
 void schedule_pairwise(stage& st, const LoopLevel& at, const flash_schedule& s) {
   st.func.compute_at(at).store_at(at);
   st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
   if (st.kind == stage::product) {
-    register_tile(st.func.update(), st.vars[0], st.vars[1], st.reduction.x, s.vector, s.kv_vectors, s.q_unroll);
+    const bool staged = s.stage_kv && st.right_operand.defined();
+    if (staged) stage_right_operand(st, at, s);
+    register_tile(st.func.update(), st.vars[0], st.vars[1], st.reduction.x, s.vector, s.kv_vectors, s.q_unroll,
+                  staged ? key_blocks_outside : rows_outside);
   } else if (st.kind == stage::softmax_row) {
     for (Func helper : {st.row_max, st.row_exp, st.row_sum}) helper.compute_at(at);
   }
@@ -47,7 +61,22 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   // P·V: dv in registers (⌈Dv / vector⌉ vectors) × q_unroll rows, keys outside.
   const int dv_vectors = f.dv_size > 0 ? (f.dv_size + v - 1) / v : 4;
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
-  register_tile(step.pv.update(), f.dv, f.qi, step.keys.x, v, dv_vectors, s.q_unroll);
+  Stage pv = step.pv.update();
+  if (s.pv_keys > 0 && s.pv_keys < f.kv_tile) {
+    // Keys in blocks whose rows of V stay in L1 while every register tile of rows uses them.
+    RVar ko("pv_ko"), ki("pv_ki");
+    Var dvo, dvi, dvv, qo, qi;
+    pv.split(step.keys.x, ko, ki, s.pv_keys)
+        .split(f.dv, dvo, dvi, v * dv_vectors, TailStrategy::GuardWithIf)
+        .split(dvi, dvi, dvv, v, TailStrategy::GuardWithIf)
+        .split(f.qi, qo, qi, s.q_unroll, TailStrategy::GuardWithIf)
+        .reorder(dvv, dvi, qi, ki, dvo, qo, ko)
+        .vectorize(dvv)
+        .unroll(dvi)
+        .unroll(qi);
+  } else {
+    register_tile(pv, f.dv, f.qi, step.keys.x, v, dv_vectors, s.q_unroll);
+  }
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ struct field {
 constexpr field fields[] = {
     {"q_tile", &flash_schedule::q_tile, 1, 4096},       {"kv_tile", &flash_schedule::kv_tile, 1, 65536},
     {"q_unroll", &flash_schedule::q_unroll, 1, 32},     {"kv_vectors", &flash_schedule::kv_vectors, 1, 16},
-    {"vector", &flash_schedule::vector, 1, 64},
+    {"vector", &flash_schedule::vector, 1, 64},         {"stage_kv", &flash_schedule::stage_kv, 0, 1},
+    {"pv_keys", &flash_schedule::pv_keys, 0, 65536},
 };
 
 }  // namespace
@@ -68,6 +69,14 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   const std::int64_t dv_vectors = dv > 0 ? (dv + vector - 1) / vector : 4;
   s.q_unroll = dv_vectors > 4 ? 3 : 6;
   s.kv_vectors = 4;
+  return s;
+}
+
+flash_schedule banded(flash_schedule s, std::int64_t band) {
+  if (band <= 0) return s;
+  const std::int64_t quarter = (band / 4 + s.vector - 1) / s.vector * s.vector;
+  s.kv_tile = static_cast<int>(std::clamp<std::int64_t>(quarter, 4 * s.vector, s.kv_tile));
+  s.q_tile = std::min(s.q_tile, 4 * s.q_unroll);
   return s;
 }
 

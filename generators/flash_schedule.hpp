@@ -12,6 +12,10 @@ struct flash_schedule {
   int q_unroll = 6;     // query rows per register tile, in Q·Kᵀ and in P·V
   int kv_vectors = 4;   // vectors of keys per register tile in Q·Kᵀ
   int vector = 16;      // floats per vector
+  int pv_keys = 0;      // P·V walks keys in blocks of this many (0: the whole key tile at once)
+  int stage_kv = 0;     // 1: copy each key tile of Kᵀ (a product's right operand) into a padded
+                        // per-task buffer, walked key block by key block (no cache-set conflicts
+                        // at power-of-two lengths); the copy costs about what it saves at Dh = 64
 
   bool operator==(const flash_schedule&) const = default;
 };
@@ -25,5 +29,9 @@ flash_schedule parse_flash_schedule(const std::string& text, flash_schedule base
 
 // A good default for these sizes (0: not known before the call) on a target with `vector` floats per vector.
 flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int64_t dv, int vector);
+
+// The default for a mask that keeps at most `band` consecutive keys per query (a sliding window):
+// key tiles about a quarter of the band, so most visited tiles are full and few keys are wasted.
+flash_schedule banded(flash_schedule s, std::int64_t band);
 
 }  // namespace attn::gen

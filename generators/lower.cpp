@@ -55,7 +55,7 @@ class lowering {
     } else {
       auto [f, vars] = new_func("output", root);
       f(halide_args(as_exprs(vars), batch_, root.batched)) = value(g_.root, as_exprs(vars), {});
-      out_.stages.push_back({f, halide_vars(vars, root.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(root)});
+      out_.stages.push_back({f, halide_vars(vars, root.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(root), {}});
       out_.output = f;
     }
     for (int i = static_cast<int>(g_.nodes.size()) - 1; i >= 0 && !options_.fused; --i)
@@ -228,7 +228,7 @@ class lowering {
     auto [f, vars] = new_func(std::string(ir::op_name(n.kind)), n);
     std::vector<Expr> idx = as_exprs(vars);
     auto lhs = [&](const std::vector<Expr>& at) { return halide_args(at, batch_, n.batched); };
-    lowered::stage st{f, halide_vars(vars, n.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(n)};
+    lowered::stage st{f, halide_vars(vars, n.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(n), {}};
     if (n.kind == ir::op::transpose) {
       std::vector<Expr> c = idx;
       std::swap(c[c.size() - 1], c[c.size() - 2]);
@@ -236,6 +236,8 @@ class lowering {
     } else if (n.kind == ir::op::matmul) {
       st.reduction = define_product(n, f, idx, lhs);
       st.kind = lowered::stage::product;
+      if (auto it = funcs_.find(n.args[1]); g_.at(n.args[1]).shape.size() >= 2 && it != funcs_.end())
+        st.right_operand = it->second;
     } else {
       define_softmax(n, f, idx, lhs, st);
       st.kind = lowered::stage::softmax_row;

@@ -26,6 +26,7 @@ struct lowered {
   std::vector<stage> stages;
   // Attentions lowered to the fused pipeline (each replaces a softmax and its combine).
   std::vector<flash_funcs> flash;
+  flash_schedule tiles{};  // the fused pipeline's schedule, as lower_and_schedule chose it
 };
 
 // Run-time dims fixed at compile time (jit_options::bind).
@@ -36,6 +37,7 @@ using bound_dims = std::map<std::string, std::int64_t, std::less<>>;
 struct lowering_options {
   bool fused = false;
   flash_schedule tiles{};
+  bool default_tiles = false;  // tiles are the default: lower_and_schedule may fit them to the masks (banded())
 };
 
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options = {});

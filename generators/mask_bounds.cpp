@@ -1,6 +1,8 @@
 #include "mask_bounds.hpp"
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace attn::gen {
@@ -36,6 +38,42 @@ class reads_as_symbols : public Internal::IRMutator {
   std::string q_, kv_;
 };
 
+// Comparisons of float sums of integers and integral constants (float32(q) + 3.0f < float32(kv))
+// as integer comparisons, the form the solver can invert (indices reach masks as floats). Exact
+// while the values stay below 2^24; used only to size tiles (kept_band), never to skip work.
+class integer_comparisons : public Internal::IRMutator {
+ public:
+  using IRMutator::visit;
+  Expr visit(const Internal::LT* op) override { return compare(op, [](Expr a, Expr b) { return a < b; }); }
+  Expr visit(const Internal::LE* op) override { return compare(op, [](Expr a, Expr b) { return a <= b; }); }
+  Expr visit(const Internal::GT* op) override { return compare(op, [](Expr a, Expr b) { return a > b; }); }
+  Expr visit(const Internal::GE* op) override { return compare(op, [](Expr a, Expr b) { return a >= b; }); }
+
+ private:
+  static Expr integer(const Expr& e) {
+    if (const auto* c = e.as<Internal::Cast>(); c != nullptr && e.type().is_float() && c->value.type().is_int())
+      return c->value;
+    if (const auto* add = e.as<Internal::Add>()) return both(integer(add->a), integer(add->b), [](Expr a, Expr b) { return a + b; });
+    if (const auto* sub = e.as<Internal::Sub>()) return both(integer(sub->a), integer(sub->b), [](Expr a, Expr b) { return a - b; });
+    if (const std::optional<double> v = Internal::as_const_float(e); v && *v == std::floor(*v) && std::abs(*v) <= 16777216.0)
+      return Expr(static_cast<int>(*v));
+    return Expr();
+  }
+  template <class Make>
+  static Expr both(const Expr& a, const Expr& b, Make make) {
+    if (!a.defined() || !b.defined()) return Expr();
+    return make(cast(Int(32), a), cast(Int(32), b));
+  }
+  template <class Op, class Make>
+  Expr compare(const Op* op, Make make) {
+    const Expr a = integer(op->a), b = integer(op->b);
+    const bool variable = !Internal::is_const(op->a) || !Internal::is_const(op->b);
+    const bool narrow = a.defined() && b.defined() && a.type().bits() <= 32 && b.type().bits() <= 32;
+    if (narrow && variable) return make(cast(Int(32), a), cast(Int(32), b));
+    return IRMutator::visit(op);
+  }
+};
+
 }  // namespace
 
 kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last,
@@ -61,6 +99,15 @@ kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, cons
   r.hi = may.has_upper_bound() && !may.is_empty() ? symbolic.restore(Internal::simplify(min(may.max + 1, tiles))) : tiles;
   if (may.is_empty()) r.hi = r.lo;
   return r;
+}
+
+std::int64_t kept_band(const Expr& keep, const Var& q, const Var& kv) {
+  reads_as_symbols symbolic(q.name(), kv.name());
+  const Interval keys = Internal::solve_for_outer_interval(integer_comparisons().mutate(symbolic.mutate(keep)), kv.name());
+  if (!keys.is_bounded() || keys.is_empty()) return 0;
+  const Expr width = Internal::simplify(keys.max - keys.min + 1);
+  const std::optional<std::int64_t> w = Internal::as_const_int(width);
+  return w && *w > 0 ? *w : 0;
 }
 
 }  // namespace attn::gen

@@ -2,6 +2,7 @@
 // Which key tiles a mask keeps, per query tile, derived from the mask's predicate itself
 // (Halide's interval solver), not from a list of known masks. A predicate the solver cannot
 // bound gives "every tile, all partial": slower, never wrong.
+#include <cstdint>
 #include <Halide.h>
 
 namespace attn::gen {
@@ -21,5 +22,10 @@ struct kv_tile_ranges {
 kv_tile_ranges kv_tiles_kept(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv,
                              const Halide::Expr& q_first, const Halide::Expr& q_last, const Halide::Expr& nk, int kv_tile,
                              const Halide::Expr& t);
+
+// How many consecutive keys one query keeps at most, when the predicate bounds that by a
+// constant (a sliding window of w keeps w, whatever the length); 0 when the kept keys grow with
+// the sequence (causal, key padding) or the solver cannot tell.
+std::int64_t kept_band(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv);
 
 }  // namespace attn::gen

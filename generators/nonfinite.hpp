@@ -6,6 +6,7 @@
 //   makes that row NaN. Comparisons that may see inf or NaN are strict_float.
 #include <limits>
 #include <Halide.h>
+#include "fast_math.hpp"
 
 namespace attn::gen {
 
@@ -34,12 +35,12 @@ inline Halide::Expr clamp_below(const Halide::Expr& x, float lo) {
   return Halide::strict_float(Halide::select(x < lo, lo, x));
 }
 
-// exp(s - max) for s <= max; 0 far below (and for masked scores, by the caller's select); NaN
-// when s - max is NaN (a NaN score, or +inf - +inf): Halide's exp gives 0 there, so the NaN is
-// added back as x - x, which is 0 for every finite x.
+// exp(s - max) for s <= max; 0 far below (masked scores get 0 by the caller's select);
+// NaN when s - max is NaN (a NaN score, or +inf - +inf): added as x - x, which is 0 for every
+// finite x, so no fast-math rewrite of the exp can lose it.
 inline Halide::Expr exp_below_max(const Halide::Expr& s, const Halide::Expr& max) {
   const Halide::Expr x = clamp_below(s - max, -100.0f);
-  return Halide::exp(x) + Halide::strict_float(x - x);
+  return exp_nonpositive(x) + Halide::strict_float(x - x);
 }
 
 // numerator / sum, 0 when the sum is 0 (no kept key), NaN when the sum is NaN.

@@ -6,6 +6,8 @@
 
 namespace attn::gen {
 
+// With options.default_tiles, an attention whose mask keeps a band of keys per query gets
+// banded() tiles; lowered::tiles says which tiles were used.
 lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
                            const Halide::Target& target);
 

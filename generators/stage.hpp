@@ -13,6 +13,9 @@ struct stage {
   Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
   Halide::RDom reduction;                   // products: the contracted dim
   std::vector<std::int64_t> extents;        // per var, as vars: the size if fixed when compiling, else 0
+  // Products (.., M, K)·(.., K, N): the right operand when it is a Func of its own (Kᵀ in Q·Kᵀ).
+  // Its innermost dim is the output's (the keys), so a schedule may stage it per tile.
+  Halide::Func right_operand{};
 };
 
 }  // namespace attn::gen

@@ -81,7 +81,6 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   }
   detail::check_jit_can_run(p->target, o.target);
   const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
-  p->description = detail::describe(g, how);
   if (how.fused) {
     std::vector<int> fused_softmaxes;
     for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
@@ -91,6 +90,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   }
   try {
     p->lowered = gen::lower_and_schedule(g, p->bound, how, p->target);
+    p->description = detail::describe(g, how.fused, p->lowered.tiles);
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);

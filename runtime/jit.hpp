@@ -3,12 +3,14 @@
 //   auto k = attn::jit(y);
 //   attn::tensor<float> out = k(x, wq, wk, wv);
 // Tensors are passed inputs first, then weights, then lengths, each kind in order of first
-// appearance in the expression (kernel::parameters() lists the names).
+// appearance in the expression (kernel::parameters() lists the names), or by name in any order:
+//   attn::tensor<float> out = k({{"x", x}, {"wq", wq}, {"wk", wk}, {"wv", wv}});
 // Tensors may carry a leading batch dim (inputs, lengths) or not (batch of 1); weights never do.
 #include <array>
 #include <utility>
 #include "dsl/dsl.hpp"
 #include "kernel.hpp"
+#include "named_call.hpp"
 
 namespace attn {
 
@@ -45,6 +47,16 @@ class kernel {
     check_arity<sizeof...(T)>();
     const std::array<tensor_view, arity> views{tensor_view(inputs)...};
     k_->run_into(views, output, &weights);
+  }
+
+  // By name, in any order: every parameter exactly once (argument_error naming a missing, unknown
+  // or repeated name).
+  tensor<float> operator()(std::initializer_list<named_tensor> named) const { return run(named).output; }
+  outputs run(std::initializer_list<named_tensor> named) const {
+    return k_->run(detail::in_call_order(k_->parameter_names(), named));
+  }
+  void into(const tensor_view& output, std::initializer_list<named_tensor> named) const {
+    k_->run_into(detail::in_call_order(k_->parameter_names(), named), output, nullptr);
   }
 
   std::vector<std::string> parameters() const { return k_->parameter_names(); }

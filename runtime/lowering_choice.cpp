@@ -23,6 +23,7 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   const std::vector<gen::attention_match> found = gen::find_attention(g);
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
+  l.default_tiles = o.schedule == "default";
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty())
@@ -47,11 +48,11 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   return l;
 }
 
-std::string describe(const ir::graph& g, const gen::lowering_options& l) {
-  if (!l.fused) return "path=generic";
+std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles) {
+  if (!fused) return "path=generic";
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
-  return s + " schedule=[" + gen::to_string(l.tiles) + "]";
+  return s + " schedule=[" + gen::to_string(tiles) + "]";
 }
 
 }  // namespace attn::detail

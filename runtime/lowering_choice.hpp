@@ -13,7 +13,8 @@ namespace attn::detail {
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target);
 
-// Which lowering and which schedule parameters, in one line (compiled_kernel::describe()).
-std::string describe(const ir::graph& g, const gen::lowering_options& l);
+// Which lowering and which schedule parameters (the tiles the lowering settled on), in one line
+// (compiled_kernel::describe()).
+std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles);
 
 }  // namespace attn::detail

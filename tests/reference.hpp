@@ -278,8 +278,13 @@ result<Acc> bahdanau(const mat<Acc>& s, const mat<Acc>& h, const mat<Acc>& w1, c
 }
 
 // ALiBi slope of head h of H: m_h = 2^(-8(h+1)/H); the modifier adds -m_h·(q - kv).
+// The ALiBi paper's slopes (its reference get_slopes): a power of two P <= heads gets
+// 2^(-8(h+1)/P); the heads past P take every other slope of 2P heads.
 inline double alibi_slope(index h, index heads) {
-  return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads));
+  index p = 1;
+  while (p * 2 <= heads) p *= 2;
+  if (h < p) return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(p));
+  return std::exp2(-8.0 * static_cast<double>(2 * (h - p) + 1) / static_cast<double>(2 * p));
 }
 
 // ---------------------------------------------------------------- error metrics

@@ -428,7 +428,8 @@ BOOST_AUTO_TEST_CASE(sliding_window) {
   }
 }
 
-// ALiBi on a multi-head self-attention: D = 12, H = 3 heads of 4, concatenated and projected by W_O.
+// ALiBi on a multi-head self-attention: D = 12, H = 3 heads of 4 (not a power of two: the paper's
+// interleaved slopes), concatenated and projected by W_O.
 constexpr auto Da = dim<"D", 12>;
 constexpr auto Ha = head_dim<"H", 3>;
 constexpr auto ax = input<"x">(T, Da);
@@ -462,6 +463,16 @@ void check_alibi_kernel(const K& k, bool is_causal, std::uint32_t seed) {
             .output;
       }, case_name(is_causal ? "ALiBi + causal, H=3" : "ALiBi, H=3", t, t, batch));
     }
+}
+
+// The reference's slopes are the ALiBi paper's (its get_slopes), non-powers of two included.
+BOOST_AUTO_TEST_CASE(alibi_slopes_are_the_papers) {
+  const std::vector<std::pair<index, std::vector<double>>> want = {
+      {3, {0x1p-4, 0x1p-8, 0x1p-2}},
+      {6, {0x1p-2, 0x1p-4, 0x1p-6, 0x1p-8, 0x1p-1, 0x1p-3}},
+      {8, {0x1p-1, 0x1p-2, 0x1p-3, 0x1p-4, 0x1p-5, 0x1p-6, 0x1p-7, 0x1p-8}}};
+  for (const auto& [heads, slopes] : want)
+    for (index h = 0; h < heads; ++h) BOOST_TEST(ref::alibi_slope(h, heads) == slopes[static_cast<std::size_t>(h)]);
 }
 
 BOOST_AUTO_TEST_CASE(alibi_heads) {
