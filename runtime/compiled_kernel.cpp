@@ -5,11 +5,13 @@
 #include <Halide.h>
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
+#include "disk_kernel.hpp"
 #include "generators/attention_pattern.hpp"
 #include "generators/pipeline.hpp"
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
 #include "kernel_cache.hpp"
+#include "lowering_choice.hpp"
 #include "memory_budget.hpp"
 #include "private_temp_dir.hpp"
 #include "target_check.hpp"
@@ -25,7 +27,8 @@ struct compiled_kernel::impl {
   gen::lowered lowered;
   Halide::Pipeline pipeline;
   std::vector<Halide::Argument> arguments;
-  Halide::Callable callable;
+  Halide::Callable callable;                            // compiled in this process, or
+  std::shared_ptr<const detail::shared_object_kernel> loaded;  // from the disk cache (disk_kernel.hpp)
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
   std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
   std::string description;  // describe()
@@ -65,51 +68,8 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 }
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
-std::int64_t size_of(const ir::dim& d, const detail::dim_sizes& bound) {
-  if (d.size > 0) return d.size;
-  auto it = bound.find(d.name);
-  return it == bound.end() ? 0 : it->second;
-}
-
-// Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
-gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
-                                      const Halide::Target& target) {
-  const std::vector<gen::attention_match> found = gen::find_attention(g);
-  gen::lowering_options l;
-  l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
-  l.default_tiles = o.schedule == "default";
-  if (o.path == lowering::fused && o.with_weights)
-    throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
-  if (o.path == lowering::fused && found.empty())
-    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
-  const int vector = target.natural_vector_size<float>();
-  if (found.empty()) {
-    l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
-  } else {
-    const ir::node& w = g.at(found.front().softmax);
-    const std::size_t r = w.shape.size();
-    l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
-                                          size_of(g.at(found.front().values).shape.back(), bound), vector);
-  }
-  if (o.schedule != "default") {
-    if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
-    try {
-      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
-    } catch (const std::invalid_argument& e) {
-      throw compile_error(e.what());
-    }
-  }
-  return l;
-}
-
-std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles) {
-  if (!fused) return "path=generic";
-  std::string s = "path=fused";
-  for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
-  return s + " schedule=[" + gen::to_string(tiles) + "]";
-}
-
-std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
+std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
+                                               const std::string& key) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
@@ -120,7 +80,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     throw compile_error("unknown target '" + o.target + "': " + e.what());
   }
   detail::check_jit_can_run(p->target, o.target);
-  const gen::lowering_options how = choose_lowering(g, o, p->bound, p->target);
+  const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
   if (how.fused) {
     std::vector<int> fused_softmaxes;
     for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
@@ -130,12 +90,13 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   }
   try {
     p->lowered = gen::lower_and_schedule(g, p->bound, how, p->target);
-    p->description = describe(g, how.fused, p->lowered.tiles);
+    p->description = detail::describe(g, how.fused, p->lowered.tiles);
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
-    p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+    p->loaded = detail::disk_kernel(p->pipeline, p->arguments, p->target, key);
+    if (!p->loaded) p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
     for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
     p->names.emplace_back(p->lowered.output.name(), "output");
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
@@ -153,8 +114,8 @@ compiled_kernel::~compiled_kernel() = default;
 
 std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
-  return detail::kernel_cache::process().get(cache_key(g, o, bound),
-                                             [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound)); });
+  const std::string key = cache_key(g, o, bound);
+  return detail::kernel_cache::process().get(key, [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound, key)); });
 }
 
 std::size_t compiled_kernel::cache_size() { return detail::kernel_cache::process().size(); }
@@ -261,8 +222,9 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   std::vector<halide_buffer_t*> args;
   for (auto& b : buffers) args.push_back(&b->buf);
   error_context ctx;
-  if (const int code = call_table[args.size()](impl_->callable, &ctx, args.data()); code != 0)
-    detail::throw_halide_error(code, ctx.message, impl_->names);
+  const int code = impl_->loaded ? impl_->loaded->call(args.data(), args.size(), ctx.message)
+                                 : call_table[args.size()](impl_->callable, &ctx, args.data());
+  if (code != 0) detail::throw_halide_error(code, ctx.message, impl_->names);
   if (out_target.data != output.data) detail::strided_copy(out_target, output);
   if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
 }

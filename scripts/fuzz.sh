@@ -16,6 +16,7 @@ build="$root/build-fuzz"
 
 supp="$root/tests/sanitizers"
 export HL_COMPILER_STACK_SIZE=0
+export ATTN_CACHE_DIR=off  # fuzzing the calls, not the disk cache
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"

@@ -13,7 +13,7 @@ build="$root/build-asan"
 "$venv/bin/cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DBUILD_TESTING=ON -DATTN_SANITIZE=address,undefined -DHalide_DIR="$halide_dir" \
   -DHalideHelpers_DIR="${halide_dir%/Halide}/HalideHelpers" >/dev/null
-"$venv/bin/cmake" --build "$build" -j "${ATTN_JOBS:-2}" --target test_runtime_errors test_hardening test_properties test_variants test_products \
+"$venv/bin/cmake" --build "$build" -j "${ATTN_JOBS:-2}" --target test_runtime_errors test_hardening test_properties test_variants test_products test_disk_cache disk_cache_writer \
   fuzz_corpus_replay
 
 supp="$root/tests/sanitizers"
@@ -32,7 +32,7 @@ tsan="$root/build-tsan"
   -DBUILD_TESTING=ON -DATTN_SANITIZE=thread -DHalide_DIR="$halide_dir" \
   -DHalideHelpers_DIR="${halide_dir%/Halide}/HalideHelpers" >/dev/null
 "$venv/bin/cmake" --build "$tsan" -j "${ATTN_JOBS:-2}" --target test_properties test_hardening
-(export HL_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1:suppressions=$supp/tsan.supp"
+(export ATTN_CACHE_DIR=off HL_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1:suppressions=$supp/tsan.supp"
  "$tsan/tests/test_properties" && "$tsan/tests/test_hardening")
 
 seconds=${ATTN_FUZZ_SECONDS:-60}

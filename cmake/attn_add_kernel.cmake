@@ -1,0 +1,61 @@
+# attn_add_kernel(NAME <name> EXPRESSION <registered name>
+#                 [SOURCES <files with ATTN_REGISTER_KERNEL>...] [TARGETS <halide target>...]
+#                 [BIND <dim>=<size>...] [SCHEDULE <parameters>] [PATH automatic|fused|generic]
+#                 [WITH_WEIGHTS])
+# Builds kernel <EXPRESSION> ahead of time, at build time, into a static library target <NAME>
+# whose header <NAME>.h declares `int <NAME>(halide_buffer_t*...)`. With SOURCES, a generator
+# is built from them (their ATTN_REGISTER_KERNEL expressions and the named variants); without,
+# attn-gen builds one of attnforge's named variants. TARGETS default to host; several give one
+# library that picks the first the CPU can run (most specific first, the last is the fallback).
+# Linking <NAME> needs no Halide and no attnforge library: only libc, libm, libdl and threads.
+find_package(Threads REQUIRED)
+
+function(attn_add_kernel)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS" "NAME;EXPRESSION;SCHEDULE;PATH" "SOURCES;TARGETS;BIND")
+  if (NOT ARG_NAME OR NOT ARG_EXPRESSION)
+    message(FATAL_ERROR "attn_add_kernel: NAME and EXPRESSION are required")
+  endif ()
+  if (ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "attn_add_kernel(${ARG_NAME}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
+  endif ()
+  if (ARG_SOURCES)
+    set(generator ${ARG_NAME}.generator)
+    add_executable(${generator} ${ARG_SOURCES})
+    target_link_libraries(${generator} PRIVATE attnforge::generator)
+  else ()
+    set(generator attnforge::attn-gen)
+  endif ()
+
+  set(args "${ARG_EXPRESSION}" --name ${ARG_NAME})
+  if (ARG_TARGETS)
+    list(JOIN ARG_TARGETS "," targets)
+    list(APPEND args --target ${targets})
+  endif ()
+  foreach (b IN LISTS ARG_BIND)
+    list(APPEND args --bind ${b})
+  endforeach ()
+  if (ARG_SCHEDULE)
+    list(APPEND args --schedule "${ARG_SCHEDULE}")
+  endif ()
+  if (ARG_PATH)
+    list(APPEND args --path ${ARG_PATH})
+  endif ()
+  if (ARG_WITH_WEIGHTS)
+    list(APPEND args --with-weights)
+  endif ()
+
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}.kernel)
+  add_custom_command(OUTPUT ${dir}/${ARG_NAME}.a ${dir}/${ARG_NAME}.h
+                     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+                     COMMAND ${generator} ${args} --output-dir ${dir}
+                     DEPENDS ${generator}
+                     COMMENT "attnforge: generating kernel ${ARG_NAME} (${ARG_EXPRESSION})" VERBATIM)
+  add_custom_target(${ARG_NAME}.generate DEPENDS ${dir}/${ARG_NAME}.a ${dir}/${ARG_NAME}.h)
+
+  add_library(${ARG_NAME} STATIC IMPORTED GLOBAL)
+  file(MAKE_DIRECTORY ${dir})  # an imported target's include directory must exist when configuring
+  set_target_properties(${ARG_NAME} PROPERTIES IMPORTED_LOCATION ${dir}/${ARG_NAME}.a
+                        INTERFACE_INCLUDE_DIRECTORIES ${dir}
+                        INTERFACE_LINK_LIBRARIES "Threads::Threads;${CMAKE_DL_LIBS};m")
+  add_dependencies(${ARG_NAME} ${ARG_NAME}.generate)
+endfunction()

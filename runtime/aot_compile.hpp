@@ -1,0 +1,44 @@
+#pragma once
+// Ahead-of-time compilation: an expression's IR -> a static library and a C header, through the
+// same lowering and schedule choice as attn::jit (lowering_choice.hpp), for one or several CPU
+// targets. The library carries Halide's runtime; using it needs neither Halide nor attnforge.
+//
+// The C ABI (also written at the top of the generated header, with this kernel's shapes):
+//   int NAME(halide_buffer_t *t1, ..., halide_buffer_t *tn, halide_buffer_t *output
+//            [, halide_buffer_t *weights]);
+// tensors in the kernel's parameter order (inputs, then weights, then lengths, as
+// kernel::parameters() lists them), each a dense float32 (lengths: int32) halide_buffer_t
+// with dims innermost first and min 0; returns 0 on success or a negative halide_error_code_t.
+#include <filesystem>
+#include <string>
+#include <vector>
+#include "dsl/ir.hpp"
+#include "kernel.hpp"
+
+namespace attn::aot {
+
+struct options {
+  std::string name;                            // the C function (and file) name
+  std::vector<std::string> targets{"host"};    // several: dispatch on the CPU's features, first match wins;
+                                               // the last is the fallback (Halide's multitarget rule)
+  std::vector<dsl::dim_binding> bind{};        // run-time dims fixed at build time
+  std::string schedule = "default";
+  lowering path = lowering::automatic;
+  bool with_weights = false;
+  std::filesystem::path out_dir = ".";
+  bool stmt = false, stmt_html = false, assembly = false;  // listings, for the first target
+};
+
+// What generate() wrote.
+struct files {
+  std::filesystem::path library, header;
+  std::vector<std::filesystem::path> listings;
+};
+
+// Throws compile_error (Halide, targets, schedule), argument_error / shape_error (bindings, name).
+files generate(const ir::graph& g, const options& o);
+
+// The header's opening comment: the function, its tensors with their shapes, and the return code.
+std::string abi_comment(const ir::graph& g, const options& o);
+
+}  // namespace attn::aot

@@ -1,0 +1,58 @@
+#include "lowering_choice.hpp"
+
+#include <stdexcept>
+#include <vector>
+#include "errors.hpp"
+#include "generators/attention_pattern.hpp"
+
+namespace attn::detail {
+
+namespace {
+
+std::int64_t size_of(const ir::dim& d, const dim_sizes& bound) {
+  if (d.size > 0) return d.size;
+  auto it = bound.find(d.name);
+  return it == bound.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+// Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
+gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
+                                      const Halide::Target& target) {
+  const std::vector<gen::attention_match> found = gen::find_attention(g);
+  gen::lowering_options l;
+  l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
+  l.default_tiles = o.schedule == "default";
+  if (o.path == lowering::fused && o.with_weights)
+    throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
+  if (o.path == lowering::fused && found.empty())
+    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
+  const int vector = target.natural_vector_size<float>();
+  if (found.empty()) {
+    l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
+  } else {
+    const ir::node& w = g.at(found.front().softmax);
+    const std::size_t r = w.shape.size();
+    l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
+                                          size_of(g.at(found.front().values).shape.back(), bound), vector);
+  }
+  if (o.schedule != "default") {
+    if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
+    try {
+      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+    } catch (const std::invalid_argument& e) {
+      throw compile_error(e.what());
+    }
+  }
+  return l;
+}
+
+std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles) {
+  if (!fused) return "path=generic";
+  std::string s = "path=fused";
+  for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
+  return s + " schedule=[" + gen::to_string(tiles) + "]";
+}
+
+}  // namespace attn::detail

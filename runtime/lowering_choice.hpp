@@ -1,0 +1,20 @@
+#pragma once
+// Which lowering a kernel runs and with which fused schedule, from jit_options::path and
+// ::schedule: shared by the JIT and by ahead-of-time generation, so both compile the same code.
+#include <string>
+#include <Halide.h>
+#include "generators/lower.hpp"
+#include "kernel.hpp"
+#include "tensor_checks.hpp"
+
+namespace attn::detail {
+
+// Throws compile_error for a path or schedule the expression cannot have.
+gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
+                                      const Halide::Target& target);
+
+// Which lowering and which schedule parameters (the tiles the lowering settled on), in one line
+// (compiled_kernel::describe()).
+std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles);
+
+}  // namespace attn::detail
