@@ -13,12 +13,11 @@ namespace attn::dsl {
 
 namespace gym {
 
-// Integer quotient and remainder of a non-negative index by a positive constant, exact in float
-// for indices below 2^24 (constants reach the kernel as floats, and `/` divides exactly).
+// Integer quotient and remainder of an index by a positive constant (exact: integer arithmetic).
 template <operand I>
 constexpr auto remainder(const I& i, int n) { return i % n; }
 template <operand I>
-constexpr auto quotient(const I& i, int n) { return (i - i % n) / n; }
+constexpr auto quotient(const I& i, int n) { return floor_div(i, n); }
 
 }  // namespace gym
 

@@ -45,6 +45,7 @@ ATTN_BINARY(operator-, sub)
 ATTN_BINARY(operator*, mul)
 ATTN_BINARY(operator/, div)
 ATTN_BINARY(operator%, mod)
+ATTN_BINARY(floor_div, floor_div)  // floor(a / b), exact for integers (indices): q_idx // 6
 ATTN_BINARY(operator<, lt)
 ATTN_BINARY(operator<=, le)
 ATTN_BINARY(operator>, gt)

@@ -58,6 +58,7 @@ inline printed print(const ir::graph& g, int i) {
       return infix("·", 7);
     case op::div: return infix("/", 7);
     case op::mod: return infix(" mod ", 7);
+    case op::floor_div: return infix(" div ", 7);
     case op::minimum: case op::maximum:
       return {std::string(ir::op_name(n.kind)) + "(" + arg(0).text + ", " + arg(1).text + ")", 10};
     case op::lt: return infix(" < ", 5);

@@ -110,7 +110,7 @@ class builder {
     const Expr kv = f_.t * f_.kv_tile + f_.kvi;
     const flash_problem::scored sc = p_.score(lead_row_major(), q, kv, st.pairwise);
     Expr keep = is_kept_score(sc.score);
-    if (partial) keep = sc.keep && kv < p_.nk && keep;
+    if (partial) keep = exact_predicate(sc.keep) && kv < p_.nk && keep;
 
     st.score = Func(kind + "_score");
     st.score(tile_args({f_.kvi}, f_.t)) = select(keep, sc.score, none);

@@ -153,6 +153,7 @@ class lowering {
       case op::mul: return a(0) * a(1);
       case op::div: return a(0) / a(1);
       case op::mod: return remainder(a(0), a(1));
+      case op::floor_div: return floor_div(a(0), a(1));
       case op::minimum: return Halide::min(a(0), a(1));
       case op::maximum: return Halide::max(a(0), a(1));
       case op::lt: return a(0) < a(1);
@@ -166,7 +167,7 @@ class lowering {
       case op::select: return Halide::select(a(0), a(1), a(2));
       case op::mask: {
         Expr s = a(0);
-        return Halide::select(arg(n, 1, idx, score_placeholders(n, idx, s)), s, minus_infinity);
+        return Halide::select(exact_predicate(arg(n, 1, idx, score_placeholders(n, idx, s))), s, minus_infinity);
       }
       case op::modify: {
         // modify(mask(S, p), f) runs as mask(modify(S, f), p): masked scores stay masked,
@@ -176,7 +177,8 @@ class lowering {
         while (g_.at(inner).kind == op::mask) masks.push_back(inner), inner = g_.at(inner).args[0];
         Expr s = value(inner, idx, ph);
         Expr f = cast(Float(32), arg(n, 1, idx, score_placeholders(n, idx, s)));
-        for (int m : masks) f = Halide::select(arg(g_.at(m), 1, idx, score_placeholders(n, idx, s)), f, minus_infinity);
+        for (int m : masks)
+          f = Halide::select(exact_predicate(arg(g_.at(m), 1, idx, score_placeholders(n, idx, s))), f, minus_infinity);
         return f;
       }
       case op::split_heads: {  // (.., h, t, dh) reads (.., t, h*Dh + dh)
@@ -233,6 +235,17 @@ class lowering {
     a = cast(Float(32), a);
     b = cast(Float(32), b);
     return a - b * Halide::floor(a / b);
+  }
+
+  // floor(a / b). For integers (indices, and integral constants) Halide's integer division,
+  // which is exact: a float a / b may become a·(1/b) fused into a neighbouring subtraction, and
+  // 18 / 6 then compares as 3.0000001 (NATTEN's rows lost a neighbour that way).
+  static Expr floor_div(Expr a, Expr b) {
+    const std::optional<double> c = Internal::as_const_float(b);
+    if (a.type().is_int() && c && *c == std::floor(*c) && *c != 0 && std::abs(*c) < 2147483647.0)
+      b = Internal::make_const(a.type(), static_cast<std::int64_t>(*c));
+    if (a.type().is_int() && b.type().is_int()) return a / b;
+    return Halide::floor(cast(Float(32), a) / cast(Float(32), b));
   }
 
   // The fused pipeline computes whole tiles, past the last query or key; those reads are

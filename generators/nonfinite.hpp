@@ -27,6 +27,10 @@ inline Halide::Expr weighted(const Halide::Expr& w, const Halide::Expr& x) {
   return Halide::select(Halide::strict_float(w == 0.0f), 0.0f, w * x);
 }
 
+// A mask's predicate, evaluated without fast-math rewrites: index arithmetic in floats (q_idx / 6,
+// a reciprocal fused into a subtraction) must keep the same keys in every lowering and schedule.
+inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return Halide::strict_float(keep); }
+
 // Is s the "no kept key" marker? Strict, so a NaN score is never taken for it.
 inline Halide::Expr is_no_score(const Halide::Expr& s) { return Halide::strict_float(s == no_score()); }
 

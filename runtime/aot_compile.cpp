@@ -25,6 +25,11 @@ bool valid_c_name(const std::string& n) {
   return true;
 }
 
+// Sizes for Halide's estimates (its convention for generators: every input estimated, so
+// autoschedulers and tools can reason about the pipeline): the size when known at build time,
+// otherwise a typical one.
+constexpr int estimated_length = 1024, estimated_batch = 1;
+
 // The JIT checks every tensor before a call; a library cannot, so Halide checks at entry what
 // is known at build time: each dim starts at 0, and static or bound dims have their size.
 void constrain(const ir::graph& g, gen::lowered& l, const detail::dim_sizes& bound) {
@@ -38,8 +43,9 @@ void constrain(const ir::graph& g, gen::lowered& l, const detail::dim_sizes& bou
       std::int64_t size = d.size;
       if (auto it = bound.find(d.name); size == 0 && it != bound.end()) size = it->second;
       if (size > 0) p.dim(k).set_extent(static_cast<int>(size));
+      p.dim(k).set_estimate(0, size > 0 ? static_cast<int>(size) : estimated_length);
     }
-    if (n.batched) p.dim(rank).set_min(0);
+    if (n.batched) p.dim(rank).set_min(0).set_estimate(0, estimated_batch);
   }
 }
 
@@ -72,7 +78,7 @@ std::string abi_comment(const ir::graph& g, const options& o) {
   int i = 0;
   for (int t : g.terminals) {
     const ir::node& n = g.at(t);
-    s << " *   " << ++i << ". " << n.name << "  " << (n.kind == ir::op::lengths ? "int32 " : "float32 ") << shape_text(n, bound) << "\n";
+    s << " *   " << ++i << ". " << n.name << "  " << (n.kind == ir::op::int_input ? "int32 " : "float32 ") << shape_text(n, bound) << "\n";
   }
   s << " *   " << ++i << ". output  float32 " << shape_text(g.output(), bound) << "\n";
   if (o.with_weights)

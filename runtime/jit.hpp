@@ -7,6 +7,8 @@
 //   attn::tensor<float> out = k({{"x", x}, {"wq", wq}, {"wk", wk}, {"wv", wv}});
 // Tensors may carry a leading batch dim (inputs, integer inputs) or not (batch of 1); weights never do.
 #include <array>
+#include <concepts>
+#include <span>
 #include <utility>
 #include "dsl/dsl.hpp"
 #include "kernel.hpp"
@@ -22,12 +24,14 @@ class kernel {
   explicit kernel(std::shared_ptr<const compiled_kernel> k) : k_(std::move(k)) {}
 
   template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
   tensor<float> operator()(const T&... inputs) const {
     return run(inputs...).output;
   }
 
   // The output and, if compiled with_weights, the attention weights.
   template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
   outputs run(const T&... inputs) const {
     check_arity<sizeof...(T)>();
     const std::array<tensor_view, arity> views{tensor_view(inputs)...};
@@ -36,6 +40,7 @@ class kernel {
 
   // Writes into the caller's memory (any strides); untouched if a check fails.
   template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
   void into(const tensor_view& output, const T&... inputs) const {
     check_arity<sizeof...(T)>();
     const std::array<tensor_view, arity> views{tensor_view(inputs)...};
@@ -43,6 +48,7 @@ class kernel {
   }
 
   template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
   void into_with_weights(const tensor_view& output, const tensor_view& weights, const T&... inputs) const {
     check_arity<sizeof...(T)>();
     const std::array<tensor_view, arity> views{tensor_view(inputs)...};
@@ -55,6 +61,7 @@ class kernel {
   outputs run(std::initializer_list<named_tensor> named) const {
     return k_->run(detail::in_call_order(k_->parameter_names(), named));
   }
+  outputs run(std::span<const named_tensor> named) const { return k_->run(detail::in_call_order(k_->parameter_names(), named)); }
   void into(const tensor_view& output, std::initializer_list<named_tensor> named) const {
     k_->run_into(detail::in_call_order(k_->parameter_names(), named), output, nullptr);
   }

@@ -133,13 +133,21 @@ BOOST_AUTO_TEST_CASE(dilated_sliding_window_mask) {
 }
 
 BOOST_AUTO_TEST_CASE(natten_2d_and_sliding_tiles) {
-  // NATTEN on a 5 × 4 canvas with a 3 × 3 kernel; the window moves inward at the borders.
-  const auto natten = [](idx_t, idx_t i, idx_t j, idx_t) {
-    const idx_t w = 5, hgt = 4, kw = 3, kh = 3;
-    const idx_t cx = std::clamp(i % w, kw / 2, w - 1 - kw / 2), cy = std::clamp(i / w, kh / 2, hgt - 1 - kh / 2);
-    return std::abs(cx - j % w) <= kw / 2 && std::abs(cy - j / w) <= kh / 2;
+  // NATTEN on 5 × 4 and 6 × 4 canvases with a 3 × 3 kernel; the window moves inward at the borders.
+  const auto natten = [](idx_t w, idx_t hgt) {
+    return [w, hgt](idx_t, idx_t i, idx_t j, idx_t) {
+      const idx_t kw = 3, kh = 3;
+      const idx_t cx = std::clamp(i % w, kw / 2, w - 1 - kw / 2), cy = std::clamp(i / w, kh / 2, hgt - 1 - kh / 2);
+      return std::abs(cx - j % w) <= kw / 2 && std::abs(cy - j / w) <= kh / 2;
+    };
   };
-  expect_catalogue(attention(natten_2d(s, 5, 4, 3, 3)), "NATTEN 5x4 kernel 3x3", {20}, natten, no_mod, no_extra, qkv_only);
+  expect_catalogue(attention(natten_2d(s, 5, 4, 3, 3)), "NATTEN 5x4 kernel 3x3", {20}, natten(5, 4), no_mod, no_extra, qkv_only);
+  expect_catalogue(attention(natten_2d(s, 6, 4, 3, 3)), "NATTEN 6x4 kernel 3x3", {24}, natten(6, 4), no_mod, no_extra, qkv_only);
+  // The same rows written with float division by hand: (q - q mod 6) / 6 must be exact in both
+  // lowerings (the predicate is computed without fast-math rewrites).
+  const auto row_of = [](const auto& i) { return (i - i % 6) / 6; };
+  const auto by_hand = abs(min(max(q_idx % 6, 1), 4) - kv_idx % 6) <= 1 && abs(min(max(row_of(q_idx), 1), 2) - row_of(kv_idx)) <= 1;
+  expect_catalogue(attention(mask(s, by_hand)), "NATTEN 6x4 by hand, float division", {24}, natten(6, 4), no_mod, no_extra, qkv_only);
   // STA on an 8 × 6 canvas of 2 × 2 tiles (4 × 3 tiles), a kernel of 3 × 3 tiles.
   const auto sta = [](idx_t, idx_t i, idx_t j, idx_t) {
     const idx_t tiles_w = 4, tiles_h = 3, kernel = 3, qt = i / 4, kt = j / 4;

@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(key_padding_by_lengths) {
   expect_fused_matches(e, {"key padding", [](ref::index, ref::index j, ref::index, ref::index len) { return j < len; }, {}});
 }
 
-BOOST_AUTO_TEST_CASE(prefix_lm) {
+BOOST_AUTO_TEST_CASE(prefix_lm_mask) {
   // Bidirectional over a prefix of 40 keys, causal after it.
   expect_fused_matches(attention(mask(s, kv_idx < 40 || kv_idx <= q_idx)),
                        {"prefix-LM", [](ref::index i, ref::index j, ref::index, ref::index) { return j < 40 || j <= i; }, {}});
