@@ -6,6 +6,7 @@
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
 #include "generators/attention_pattern.hpp"
+#include "generators/autoschedule.hpp"
 #include "generators/pipeline.hpp"
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
@@ -14,6 +15,7 @@
 #include "private_temp_dir.hpp"
 #include "target_check.hpp"
 #include "tensor_checks.hpp"
+#include "tuned_schedule.hpp"
 
 namespace attn {
 
@@ -29,6 +31,7 @@ struct compiled_kernel::impl {
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
   std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
   std::string description;  // describe()
+  std::string schedule;     // schedule()
   std::vector<int> materialised;  // nodes computed into buffers of their own (the memory budget)
 };
 
@@ -77,7 +80,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   const std::vector<gen::attention_match> found = gen::find_attention(g);
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
-  l.default_tiles = o.schedule == "default";
+  const bool autoscheduled = o.schedule.starts_with("auto=");
+  l.default_tiles = o.schedule == "default" || autoscheduled;  // an autoscheduler keeps the default algorithm
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty())
@@ -94,7 +98,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.schedule != "default") {
     if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
     try {
-      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+      if (!autoscheduled) l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+      else gen::autoscheduler_of(o.schedule);  // checks the name
     } catch (const std::invalid_argument& e) {
       throw compile_error(e.what());
     }
@@ -102,14 +107,15 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   return l;
 }
 
-std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles) {
+std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source) {
   if (!fused) return "path=generic";
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
-  return s + " schedule=[" + gen::to_string(tiles) + "]";
+  return s + " schedule=[" + schedule + "] source=" + source;
 }
 
-std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
+std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
+                                               bool tuned) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
@@ -129,11 +135,14 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->materialised = detail::generic_materialised(g, o.with_weights);
   }
   try {
-    p->lowered = gen::lower_and_schedule(g, p->bound, how, p->target);
-    p->description = describe(g, how.fused, p->lowered.tiles);
+    const std::optional<std::string> autoscheduler = how.fused ? gen::autoscheduler_of(o.schedule) : std::nullopt;
+    p->lowered = autoscheduler ? gen::lower_fitted(g, p->bound, how) : gen::lower_and_schedule(g, p->bound, how, p->target);
+    p->schedule = !how.fused ? "" : autoscheduler ? o.schedule : gen::to_string(p->lowered.tiles);
+    p->description = describe(g, how.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given");
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
+    if (autoscheduler) gen::autoschedule(p->pipeline, p->lowered, g, p->bound, *autoscheduler, p->target);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
     for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
@@ -141,6 +150,8 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
+  } catch (const std::invalid_argument& e) {  // an autoscheduler without sizes
+    throw compile_error(e.what());
   }
   if (p->arguments.size() + 2 >= call_table.size()) throw compile_error("too many tensors for one kernel");
   return p;
@@ -153,8 +164,11 @@ compiled_kernel::~compiled_kernel() = default;
 
 std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
-  return detail::kernel_cache::process().get(cache_key(g, o, bound),
-                                             [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound)); });
+  jit_options used = o;
+  const bool tuned = detail::apply_tuning_record(g, used, bound);
+  return detail::kernel_cache::process().get(cache_key(g, used, bound) + (tuned ? "|tuned" : ""), [&] {
+    return std::make_shared<const compiled_kernel>(compile(g, used, bound, tuned));
+  });
 }
 
 std::size_t compiled_kernel::cache_size() { return detail::kernel_cache::process().size(); }
@@ -169,6 +183,7 @@ std::vector<std::string> compiled_kernel::parameter_names() const {
 }
 
 std::string compiled_kernel::describe() const { return impl_->description; }
+std::string compiled_kernel::schedule() const { return impl_->schedule; }
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;

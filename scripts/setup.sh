@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything attnforge needs; safe to run again (each step checks first).
 #   Debian: Boost.Hana + Boost.Test, Google Benchmark, OpenBLAS (the products bench compares with it),
-#           nlohmann-json (the lessons' records),
+#           nlohmann-json (the lessons' records, the tuning database), CLI11 (attn-tune),
 #           Cairo + DejaVu fonts (heatmaps, plots), Graphviz (expression graphs),
 #           clang + libclang-rt-14-dev (libFuzzer and its sanitizers, scripts/fuzz.sh).
 #   PyPI (project-local venv .venv/): halide==21.0.0 and cmake>=3.28.
@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 debian_packages=(g++ clang libclang-rt-14-dev make pkg-config libboost-dev libboost-test-dev libbenchmark-dev libopenblas-dev
-                 nlohmann-json3-dev
+                 nlohmann-json3-dev libcli11-dev
                  libcairo2-dev fonts-dejavu-core graphviz libgraphviz-dev)
 missing=()
 for p in "${debian_packages[@]}"; do
