@@ -132,7 +132,7 @@ constexpr cost_report cost(const ir::graph& g) {
       else if (n.kind == op::modify) s.flops = elements * detail::count_elementwise(g, n.args[1]);
       else s.flops = elements;
     } else {
-      continue;  // layout only: transpose, split/concat heads, unsqueeze
+      continue;  // layout only: transpose, split/concat/repeat heads, unsqueeze
     }
     for (int a : n.args) s.bytes += detail::bytes_of(g.at(a).shape);
     s.bytes += detail::bytes_of(n.shape);

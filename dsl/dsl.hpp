@@ -5,6 +5,7 @@
 #include "expr.hpp"
 #include "heads.hpp"
 #include "linear.hpp"
+#include "gather.hpp"
 #include "masks.hpp"
 #include "printer.hpp"
 #include "score_mod.hpp"

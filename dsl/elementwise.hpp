@@ -1,5 +1,5 @@
 #pragma once
-// Elementwise arithmetic with broadcasting of scalars and vectors: + - * /, tanh, exp, abs,
+// Elementwise arithmetic with broadcasting of scalars and vectors: + - * /, tanh, exp, log, abs,
 // comparisons and logic (for mask predicates), select, min/max, and scale.
 #include "expr.hpp"
 
@@ -62,6 +62,7 @@ ATTN_BINARY(max, maximum)
   constexpr auto fn(const A& a) { return make_node(unary_op<ir::op::kind>{}, a); }
 ATTN_UNARY(tanh, tanh)
 ATTN_UNARY(exp, exp)
+ATTN_UNARY(log, log)
 ATTN_UNARY(abs, abs)
 ATTN_UNARY(sqrt, sqrt)
 ATTN_UNARY(rsqrt, rsqrt)

@@ -10,9 +10,9 @@
 
 namespace attn::dsl {
 
-enum class terminal_kind { input, weight, lengths };
+enum class terminal_kind { input, weight, int_input };
 
-// A tensor the kernel reads. Inputs and lengths have a batch dim; weights are shared by the batch.
+// A tensor the kernel reads. Inputs and integer inputs have a batch dim; weights are shared by the batch.
 template <fixed_string Name, terminal_kind Kind, class... Dims>
 struct terminal {
   static constexpr auto name_text = Name;
@@ -110,9 +110,18 @@ constexpr auto weight(Dims...) {
   return terminal<Name, terminal_kind::weight, Dims...>{};
 }
 
-// Per-sequence valid lengths (int32, one per batch element), for key padding.
+// Integer (int32) data with a batch dim: per-token document ids, positions, bucket indices; read
+// inside masks and modifiers with gather(doc, q_idx) (gather.hpp).
+template <fixed_string Name, class... Dims>
+constexpr auto int_input(Dims...) {
+  static_assert((is_dim_v<Dims> && ...), "int_input<\"name\">(dims...) takes dims");
+  return terminal<Name, terminal_kind::int_input, Dims...>{};
+}
+
+// Per-sequence valid lengths (int32, one per batch element), for key padding: an integer input
+// without dims.
 template <fixed_string Name>
-inline constexpr terminal<Name, terminal_kind::lengths> lengths{};
+inline constexpr terminal<Name, terminal_kind::int_input> lengths{};
 
 inline constexpr placeholder<ir::placeholder::score> score{};
 inline constexpr placeholder<ir::placeholder::q_idx> q_idx{};

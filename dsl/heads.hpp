@@ -24,6 +24,44 @@ struct split_heads_op {
   }
 };
 
+// (..., T, D) -> (..., H, T, Dh) with a per-head width named by the user: queries and keys split
+// from different widths (D = H·Dh and Dkv = G·Dh under grouped-query attention) share one Dh.
+template <class H, class Dh>
+struct split_heads_as_op {
+  static constexpr ir::op ir_kind = ir::op::split_heads;
+  static constexpr bool binds_placeholders = false;
+  template <class S>
+  static constexpr auto shape(S s) {
+    constexpr std::size_t r = rank_v<S>;
+    require_rank_at_least<"split_heads", r, 2>();
+    using D = dim_at<r - 1, S>;
+    if constexpr (!D::is_static)
+      shape_error<"split_heads: the width must be a static dim, got " + D::label>{};
+    else if constexpr (D::size != H::size * Dh::size)
+      shape_error<"split_heads: " + D::label + " is not " + H::label + " heads of " + Dh::label>{};
+    return append(drop_back<2>(s), H{}, dim_at<r - 2, S>{}, Dh{});
+  }
+};
+
+// (..., G, T, D) -> (..., H, T, D): G groups of keys/values shared by H query heads, head h
+// reading group h / (H / G) (grouped-query attention; multi-query for G = 1).
+template <class H>
+struct repeat_heads_op {
+  static constexpr ir::op ir_kind = ir::op::repeat_heads;
+  static constexpr bool binds_placeholders = false;
+  template <class S>
+  static constexpr auto shape(S s) {
+    constexpr std::size_t r = rank_v<S>;
+    require_rank_at_least<"repeat_heads", r, 3>();
+    using G = dim_at<r - 3, S>;
+    if constexpr (G::role != dim_role::heads)
+      shape_error<"repeat_heads: expected a heads dim (the groups), got " + G::label>{};
+    else if constexpr (H::size % G::size != 0)
+      shape_error<"repeat_heads: " + H::label + " is not a multiple of " + G::label>{};
+    return append(drop_back<3>(s), H{}, dim_at<r - 2, S>{}, dim_at<r - 1, S>{});
+  }
+};
+
 struct concat_heads_op {
   static constexpr ir::op ir_kind = ir::op::concat_heads;
   static constexpr bool binds_placeholders = false;
@@ -71,6 +109,23 @@ constexpr auto split_heads(const A& a, H) {
   static_assert(is_dim_v<H> && H::role == dim_role::heads && H::is_static,
                 "split_heads(x, H): H must be a heads dim, e.g. head_dim<\"H\", 8>");
   return make_node(split_heads_op<H>{}, a);
+}
+
+// split_heads(x, H, Dh): H heads of the width Dh (a static dim) given by name.
+template <operand A, class H, class Dh>
+constexpr auto split_heads(const A& a, H, Dh) {
+  static_assert(is_dim_v<H> && H::role == dim_role::heads && H::is_static,
+                "split_heads(x, H, Dh): H must be a heads dim, e.g. head_dim<\"H\", 8>");
+  static_assert(is_dim_v<Dh> && Dh::is_static, "split_heads(x, H, Dh): Dh must be a static dim");
+  return make_node(split_heads_as_op<H, Dh>{}, a);
+}
+
+// repeat_heads(kv, H): keys or values of G head groups, as H query heads (G divides H).
+template <operand A, class H>
+constexpr auto repeat_heads(const A& a, H) {
+  static_assert(is_dim_v<H> && H::role == dim_role::heads && H::is_static,
+                "repeat_heads(x, H): H must be the query heads dim, e.g. head_dim<\"H\", 8>");
+  return make_node(repeat_heads_op<H>{}, a);
 }
 
 template <operand A>

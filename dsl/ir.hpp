@@ -15,11 +15,11 @@ using dsl::dim_role;
 
 enum class op {
   // leaves
-  input, weight, lengths, constant, dim_value, placeholder,
+  input, weight, int_input, constant, dim_value, placeholder,
   // linear algebra and reductions
   matmul, transpose, softmax,
   // elementwise, unary
-  neg, tanh, exp, abs, sqrt, rsqrt, logical_not,
+  neg, tanh, exp, log, abs, sqrt, rsqrt, logical_not,
   // elementwise, binary
   add, sub, mul, div, mod, minimum, maximum, lt, le, gt, ge, eq, ne, logical_and, logical_or,
   // elementwise, ternary: select(cond, a, b)
@@ -28,6 +28,8 @@ enum class op {
   mask,    // args: scores, predicate; masked-out entries become -inf
   modify,  // args: scores, f(score, q_idx, kv_idx, head); the placeholder `score` is arg 0
   split_heads, concat_heads, unsqueeze,
+  repeat_heads,  // (.., G, T, D) -> (.., H, T, D): query head h reads group h / (H / G) (GQA, MQA)
+  gather,        // args: a tensor, then one scalar index per dim (clamped to the edges)
 };
 
 enum class placeholder { score, q_idx, kv_idx, head };
@@ -58,13 +60,13 @@ struct node {
 struct graph {
   std::vector<node> nodes;
   int root = -1;
-  std::vector<int> terminals;  // call order: inputs, weights, lengths; each by first appearance
+  std::vector<int> terminals;  // call order: inputs, weights, integer inputs; each by first appearance
 
   constexpr const node& at(int i) const { return nodes[static_cast<std::size_t>(i)]; }
   constexpr const node& output() const { return at(root); }
 };
 
-constexpr bool is_terminal(op k) { return k == op::input || k == op::weight || k == op::lengths; }
+constexpr bool is_terminal(op k) { return k == op::input || k == op::weight || k == op::int_input; }
 
 constexpr bool is_elementwise(op k) {
   return (k >= op::neg && k <= op::select) || k == op::mask || k == op::modify;
@@ -79,10 +81,10 @@ constexpr std::int64_t static_elements(const std::vector<dim>& s) {
 
 constexpr std::string_view op_name(op k) {
   constexpr std::string_view names[] = {
-      "input", "weight", "lengths", "constant", "dim_value", "placeholder", "matmul", "transpose",
-      "softmax", "neg", "tanh", "exp", "abs", "sqrt", "rsqrt", "not", "add", "sub", "mul", "div", "mod",
+      "input", "weight", "int_input", "constant", "dim_value", "placeholder", "matmul", "transpose",
+      "softmax", "neg", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "not", "add", "sub", "mul", "div", "mod",
       "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "select", "mask", "modify",
-      "split_heads", "concat_heads", "unsqueeze"};
+      "split_heads", "concat_heads", "unsqueeze", "repeat_heads", "gather"};
   return names[static_cast<int>(k)];
 }
 

@@ -32,7 +32,7 @@ inline printed print(const ir::graph& g, int i) {
     return printed{wrap(arg(0), prec) + sym + wrap(arg(1), prec + 1), prec};
   };
   switch (n.kind) {
-    case op::input: case op::weight: case op::lengths: return {std::string(n.name), 10};
+    case op::input: case op::weight: case op::int_input: return {std::string(n.name), 10};
     case op::constant: return {number(n.value), n.value < 0 ? 8 : 10};
     case op::dim_value:
       return n.name.find('/') == std::string_view::npos ? printed{std::string(n.name), 10}
@@ -45,7 +45,7 @@ inline printed print(const ir::graph& g, int i) {
     case op::transpose: return {wrap(arg(0), 9) + "ᵀ", 9};
     case op::softmax: return {"softmax(" + arg(0).text + ")", 10};
     case op::neg: return {"-" + wrap(arg(0), 8), 8};
-    case op::tanh: case op::exp: case op::abs:
+    case op::tanh: case op::exp: case op::log: case op::abs:
       return {std::string(ir::op_name(n.kind)) + "(" + arg(0).text + ")", 10};
     case op::sqrt: return {"√" + wrap(arg(0), 9), 9};
     case op::rsqrt: return {"1/√" + wrap(arg(0), 9), 7};
@@ -73,6 +73,12 @@ inline printed print(const ir::graph& g, int i) {
     case op::modify: return {"modify(" + arg(0).text + " | score ↦ " + arg(1).text + ")", 10};
     case op::split_heads: return {"split_heads(" + arg(0).text + ", " + std::string(n.shape[n.shape.size() - 3].name) + ")", 10};
     case op::concat_heads: return {"concat_heads(" + arg(0).text + ")", 10};
+    case op::repeat_heads: return {"repeat_heads(" + arg(0).text + ", " + std::string(n.shape[n.shape.size() - 3].name) + ")", 10};
+    case op::gather: {
+      std::string s = "gather(" + arg(0).text;
+      for (std::size_t k = 1; k < n.args.size(); ++k) s += ", " + arg(k).text;
+      return {s + ")", 10};
+    }
     case op::unsqueeze: return {"unsqueeze(" + arg(0).text + ", " + std::to_string(n.param) + ")", 10};
   }
   return {"?", 10};

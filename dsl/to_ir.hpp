@@ -61,7 +61,7 @@ constexpr ir::node base_node(ir::op kind) {
 template <fixed_string N, terminal_kind K, class... D>
 constexpr int emit(builder& b, const terminal<N, K, D...>&) {
   using E = terminal<N, K, D...>;
-  constexpr ir::op kinds[] = {ir::op::input, ir::op::weight, ir::op::lengths};
+  constexpr ir::op kinds[] = {ir::op::input, ir::op::weight, ir::op::int_input};
   ir::node n = base_node<E>(kinds[static_cast<int>(K)]);
   n.name = terminal<N, K, D...>::name_text.view();
   return b.add_terminal(std::move(n));
@@ -106,9 +106,9 @@ constexpr ir::graph to_ir(const E& e) {
                 "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
   detail::builder b;
   b.g.root = detail::emit(b, e);
-  // Call order: inputs, then weights, then lengths; each kind in order of first appearance.
+  // Call order: inputs, then weights, then integer inputs (lengths too); each kind in order of first appearance.
   std::vector<int> order;
-  for (ir::op kind : {ir::op::input, ir::op::weight, ir::op::lengths})
+  for (ir::op kind : {ir::op::input, ir::op::weight, ir::op::int_input})
     for (int t : b.g.terminals)
       if (b.g.at(t).kind == kind) order.push_back(t);
   b.g.terminals = order;

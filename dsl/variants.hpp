@@ -60,6 +60,18 @@ constexpr auto multi_head_self_attention(const X& x, const WQ& wq, const WK& wk,
   return project(concat_heads(scaled_dot_product_attention(q, k, v)), wo);
 }
 
+// Grouped-query attention (Ainslie et al. 2023): H query heads of width Dh share G groups of keys
+// and values, query head h reading group h / (H / G); G = 1 is multi-query attention, G = H is
+// multi-head. W_Q: D × (H·Dh); W_K, W_V: D × (G·Dh); W_O: (H·Dh) × D, its rows a dim named "H*Dh".
+template <expression X, expression WQ, expression WK, expression WV, expression WO, class H, class G, class Dh>
+constexpr auto grouped_query_self_attention(const X& x, const WQ& wq, const WK& wk, const WV& wv, const WO& wo, H heads,
+                                            G groups, Dh width) {
+  auto q = split_heads(project(x, wq), heads, width);
+  auto k = repeat_heads(split_heads(project(x, wk), groups, width), heads);
+  auto v = repeat_heads(split_heads(project(x, wv), groups, width), heads);
+  return project(concat_heads(scaled_dot_product_attention(q, k, v)), wo);
+}
+
 // Luong dot-product (unscaled): e_ij = s_iᵀ·h_j; context c_i = Σ_j α_ij h_j.
 template <expression S, expression Hs>
 constexpr auto luong_dot(const S& s, const Hs& h) { return combine(softmax(matmul(s, transpose(h))), h); }

@@ -38,7 +38,7 @@ class lowering {
       }
     for (int t : g_.terminals) {
       const ir::node& n = g_.at(t);
-      Type type = n.kind == ir::op::lengths ? Int(32) : Float(32);
+      Type type = n.kind == ir::op::int_input ? Int(32) : Float(32);
       int dims = static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0);
       params_.emplace(t, ImageParam(type, dims, "p_" + std::string(n.name)));
       // A per-sequence scalar shared by the batch has batch stride 0: let its only dim have any stride.
@@ -128,7 +128,7 @@ class lowering {
     const ir::node& n = g_.at(i);
     auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
     switch (n.kind) {
-      case op::input: case op::weight: case op::lengths:
+      case op::input: case op::weight: case op::int_input:
         return params_.at(i)(halide_args(clamped(n, idx), batch_, n.batched));
       case op::constant: return Internal::make_const(Float(32), n.value);
       case op::dim_value: return cast<float>(extent(n.name, static_cast<std::int64_t>(n.value)));
@@ -141,6 +141,7 @@ class lowering {
       case op::neg: return -a(0);
       case op::tanh: return vector_tanh(a(0));
       case op::exp: return Halide::exp(a(0));
+      case op::log: return Halide::log(a(0));
       case op::abs: return cast(Float(32), Halide::abs(a(0)));
       case op::sqrt: return Halide::sqrt(a(0));
       case op::rsqrt: return 1.0f / Halide::sqrt(a(0));
@@ -191,6 +192,22 @@ class lowering {
         c.push_back(idx[r - 1] / width);
         c.push_back(idx[r - 2]);
         c.push_back(idx[r - 1] % width);
+        return value(n.args[0], c, ph);
+      }
+      case op::gather: {  // the tensor at integer indices, each clamped to [0, extent - 1]
+        const ir::node& table = g_.at(n.args[0]);
+        std::vector<Expr> at;
+        for (std::size_t k = 0; k < table.shape.size(); ++k) {
+          const Expr last = extent(table.shape[k].name, table.shape[k].size) - 1;
+          at.push_back(clamp(cast(Int(32), a(k + 1)), 0, last));
+        }
+        return params_.at(n.args[0])(halide_args(at, batch_, table.batched));
+      }
+      case op::repeat_heads: {  // (.., h, t, d) reads (.., h / (H / G), t, d)
+        const std::size_t r = idx.size();
+        const auto per_group = static_cast<int>(n.shape[r - 3].size / g_.at(n.args[0]).shape[r - 3].size);
+        std::vector<Expr> c = idx;
+        c[r - 3] = idx[r - 3] / per_group;
         return value(n.args[0], c, ph);
       }
       case op::unsqueeze: {

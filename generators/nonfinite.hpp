@@ -35,11 +35,11 @@ inline Halide::Expr clamp_below(const Halide::Expr& x, float lo) {
   return Halide::strict_float(Halide::select(x < lo, lo, x));
 }
 
-// exp(s - max) for s <= max; about 1e-38 far below (masked scores get 0 by the caller's select);
+// exp(s - max) for s <= max; 0 far below (masked scores get 0 by the caller's select);
 // NaN when s - max is NaN (a NaN score, or +inf - +inf): added as x - x, which is 0 for every
 // finite x, so no fast-math rewrite of the exp can lose it.
 inline Halide::Expr exp_below_max(const Halide::Expr& s, const Halide::Expr& max) {
-  const Halide::Expr x = clamp_below(s - max, -87.0f);
+  const Halide::Expr x = clamp_below(s - max, -100.0f);
   return exp_nonpositive(x) + Halide::strict_float(x - x);
 }
 

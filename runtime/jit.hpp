@@ -2,13 +2,15 @@
 // attn::jit(expr [, options]): compile an expression for this machine once, then call it.
 //   auto k = attn::jit(y);
 //   attn::tensor<float> out = k(x, wq, wk, wv);
-// Tensors are passed inputs first, then weights, then lengths, each kind in order of first
-// appearance in the expression (kernel::parameters() lists the names).
-// Tensors may carry a leading batch dim (inputs, lengths) or not (batch of 1); weights never do.
+// Tensors are passed inputs first, then weights, then integer inputs (lengths), each kind in order of first
+// appearance in the expression (kernel::parameters() lists the names), or by name in any order:
+//   attn::tensor<float> out = k({{"x", x}, {"wq", wq}, {"wk", wk}, {"wv", wv}});
+// Tensors may carry a leading batch dim (inputs, integer inputs) or not (batch of 1); weights never do.
 #include <array>
 #include <utility>
 #include "dsl/dsl.hpp"
 #include "kernel.hpp"
+#include "named_call.hpp"
 
 namespace attn {
 
@@ -47,6 +49,16 @@ class kernel {
     k_->run_into(views, output, &weights);
   }
 
+  // By name, in any order: every parameter exactly once (argument_error naming a missing, unknown
+  // or repeated name).
+  tensor<float> operator()(std::initializer_list<named_tensor> named) const { return run(named).output; }
+  outputs run(std::initializer_list<named_tensor> named) const {
+    return k_->run(detail::in_call_order(k_->parameter_names(), named));
+  }
+  void into(const tensor_view& output, std::initializer_list<named_tensor> named) const {
+    k_->run_into(detail::in_call_order(k_->parameter_names(), named), output, nullptr);
+  }
+
   std::vector<std::string> parameters() const { return k_->parameter_names(); }
   std::string loop_nest(listing format = listing::text) const { return k_->loop_nest(format); }
   const compiled_kernel& compiled() const { return *k_; }
@@ -54,8 +66,8 @@ class kernel {
  private:
   template <std::size_t N>
   static constexpr void check_arity() {
-    static_assert(N == arity, "kernel call: pass one tensor per input, weight and lengths of the expression, "
-                              "inputs, then weights, then lengths (see kernel::parameters())");
+    static_assert(N == arity, "kernel call: pass one tensor per input, weight and integer input of the expression, "
+                              "inputs, then weights, then integer inputs (see kernel::parameters())");
   }
   std::shared_ptr<const compiled_kernel> k_;
 };

@@ -202,6 +202,22 @@ result<Acc> multi_head(const mat<Acc>& q, const mat<Acc>& k, const mat<Acc>& v, 
   return r;
 }
 
+// Grouped-query: Q has H heads of Dh columns; K and V have G groups of Dh columns, query head h
+// using group h / (H / G). Written by copying each head's group into an H-head K and V.
+template <class Acc>
+result<Acc> grouped_query(const mat<Acc>& q, const mat<Acc>& k, const mat<Acc>& v, index heads, index groups,
+                          const mask_pred& keep = {}, const score_mod<Acc>& mod = {}) {
+  const index dh = k.cols / groups;
+  mat<Acc> ke(k.rows, heads * dh), ve(v.rows, heads * dh);
+  for (index h = 0; h < heads; ++h)
+    for (index i = 0; i < k.rows; ++i)
+      for (index j = 0; j < dh; ++j) {
+        ke(i, h * dh + j) = k(i, (h / (heads / groups)) * dh + j);
+        ve(i, h * dh + j) = v(i, (h / (heads / groups)) * dh + j);
+      }
+  return multi_head(q, ke, ve, heads, keep, mod);
+}
+
 // ---------------------------------------------------------------- the named variants
 
 // Simplified: y = softmax(q·Xᵀ/√D)·X; q is 1 × D (a vector) or N_Q × D.
@@ -278,8 +294,13 @@ result<Acc> bahdanau(const mat<Acc>& s, const mat<Acc>& h, const mat<Acc>& w1, c
 }
 
 // ALiBi slope of head h of H: m_h = 2^(-8(h+1)/H); the modifier adds -m_h·(q - kv).
+// The ALiBi paper's slopes (its reference get_slopes): a power of two P <= heads gets
+// 2^(-8(h+1)/P); the heads past P take every other slope of 2P heads.
 inline double alibi_slope(index h, index heads) {
-  return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads));
+  index p = 1;
+  while (p * 2 <= heads) p *= 2;
+  if (h < p) return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(p));
+  return std::exp2(-8.0 * static_cast<double>(2 * (h - p) + 1) / static_cast<double>(2 * p));
 }
 
 // ---------------------------------------------------------------- error metrics

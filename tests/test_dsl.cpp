@@ -145,6 +145,14 @@ BOOST_AUTO_TEST_CASE(heads) {
   constexpr auto per_head = input<"ph">(H, T, Dk);
   using HDk = std::remove_cvref_t<decltype(hana::at_c<1>(shape_of(concat_heads(per_head))))>;
   static_assert(HDk::size == 8 * 64 && HDk::name == "H*Dk");
+  // Grouped-query attention: queries split into H heads of a named width, keys into G groups of
+  // the same width, the groups repeated for the H query heads.
+  constexpr auto G = head_dim<"G", 2>;
+  constexpr auto kv = input<"kv">(T, dim<"GDk", 2 * 64>);
+  static_assert(shape_of(split_heads(kv, G, Dk)) == shape(G, T, Dk));
+  static_assert(shape_of(repeat_heads(split_heads(kv, G, Dk), H)) == shape(H, T, Dk));
+  static_assert(shape_of(scaled_scores(per_head, repeat_heads(split_heads(kv, G, Dk), H))) == shape(H, T, T));
+  BOOST_TEST(to_string(repeat_heads(split_heads(kv, G, Dk), H)) == "repeat_heads(split_heads(kv, G), H)");
 }
 
 BOOST_AUTO_TEST_CASE(variants_of_the_seeds) {
@@ -511,7 +519,7 @@ BOOST_AUTO_TEST_CASE(terminals_deduplicated_in_first_appearance_order) {
   const attn::ir::graph kp = to_ir(key_padding(scores, lengths<"len">));
   const std::vector<std::string> want_kp = {"x", "wq", "wk", "len"};
   BOOST_TEST(terminal_names(kp) == want_kp, boost::test_tools::per_element());
-  BOOST_CHECK(kp.at(kp.terminals.back()).kind == attn::ir::op::lengths);
+  BOOST_CHECK(kp.at(kp.terminals.back()).kind == attn::ir::op::int_input);
 }
 
 BOOST_AUTO_TEST_CASE(shapes_and_cache_key) {

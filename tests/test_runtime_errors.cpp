@@ -86,6 +86,31 @@ BOOST_AUTO_TEST_CASE(valid_call_writes_the_output) {
   BOOST_CHECK(ref::all_finite(out));
 }
 
+BOOST_AUTO_TEST_CASE(named_call_in_any_order_equals_the_positional_one) {
+  const tensor<float> positional = k(q, kk, v, lens);
+  const tensor<float> named = k({{"lens", lens}, {"values", v}, {"queries", q}, {"keys", kk}});
+  BOOST_TEST(named.values() == positional.values(), boost::test_tools::per_element());
+  k.into(out.view(), {{"values", v}, {"keys", kk}, {"lens", lens}, {"queries", q}});
+  BOOST_TEST(out.values() == positional.values(), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(named_call_mistakes_name_the_tensor) {
+  using named = std::initializer_list<attn::named_tensor>;
+  const named no_lens = {{"queries", q}, {"keys", kk}, {"values", v}};
+  const named misspelt = {{"queries", q}, {"key", kk}, {"values", v}, {"lens", lens}};
+  const named twice = {{"queries", q}, {"keys", kk}, {"keys", kk}, {"values", v}, {"lens", lens}};
+  const named swapped = {{"queries", kk}, {"keys", q}, {"values", v}, {"lens", lens}};
+  BOOST_CHECK_EXCEPTION(k.into(out.view(), no_lens), attn::argument_error, message_has<attn::argument_error>({"missing", "lens"}));
+  BOOST_CHECK_EXCEPTION(k.into(out.view(), misspelt), attn::argument_error,
+                        message_has<attn::argument_error>({"'key'", "queries, keys, values, lens"}));
+  BOOST_CHECK_EXCEPTION(k.into(out.view(), twice), attn::argument_error, message_has<attn::argument_error>({"'keys'", "twice"}));
+  BOOST_CHECK_EXCEPTION(k.into(out.view(), named{}), attn::argument_error,
+                        message_has<attn::argument_error>({"missing", "queries, keys, values, lens"}));
+  // A tensor under the wrong name still meets the shape checks.
+  BOOST_CHECK_EXCEPTION(k.into(out.view(), swapped), attn::shape_error, message_has<attn::shape_error>({}));
+  BOOST_CHECK(untouched(out));
+}
+
 BOOST_AUTO_TEST_CASE(wrong_rank) {
   const tensor<float> flat({2 * 6 * 8});  // rank 1: neither (NX, Dm) nor (batch, NX, Dm)
   BOOST_CHECK_EXCEPTION(k.into(out.view(), q, flat, v, lens), attn::shape_error,

@@ -270,6 +270,62 @@ BOOST_AUTO_TEST_CASE(multi_head_self_attention) {
   check_multi_head<20, 4>(12);  // 5 columns per head
 }
 
+// Grouped-query attention: H = 4 query heads of Dh = 3 over G = 4, 2, 1 groups (heads per group
+// 1, 2, 4; G = 1 is multi-query), causal or not, fused and generic.
+template <std::int64_t G>
+void check_grouped_query(bool is_causal, std::uint32_t seed) {
+  constexpr std::int64_t D = 10, heads = 4, dh = 3;
+  constexpr auto Dm = dim<"D", D>;
+  constexpr auto Hq = head_dim<"H", heads>;
+  constexpr auto Gk = head_dim<"G", G>;
+  constexpr auto Dh = dim<"Dh", dh>;
+  constexpr auto HDh = dim<"H*Dh", heads * dh>;
+  constexpr auto GDh = dim<"GDh", G * dh>;
+  constexpr auto x = input<"x">(T, Dm);
+  constexpr auto y = variants::grouped_query_self_attention(x, weight<"wq">(Dm, HDh), weight<"wk">(Dm, GDh),
+                                                            weight<"wv">(Dm, GDh), weight<"wo">(HDh, Dm), Hq, Gk, Dh);
+  constexpr auto q = split_heads(project(x, weight<"wq">(Dm, HDh)), Hq, Dh);
+  constexpr auto k = repeat_heads(split_heads(project(x, weight<"wk">(Dm, GDh)), Gk, Dh), Hq);
+  constexpr auto v = repeat_heads(split_heads(project(x, weight<"wv">(Dm, GDh)), Gk, Dh), Hq);
+  constexpr auto yc = project(concat_heads(combine(softmax(causal(scaled_scores(q, k))), v)), weight<"wo">(HDh, Dm));
+  static_assert(shape_of(y) == shape(T, Dm) && shape_of(yc) == shape(T, Dm));
+  const std::string what = std::string(is_causal ? "causal " : "") + "GQA H=4 G=" + std::to_string(G);
+  for (attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
+    const auto run = [&](const auto& e) {
+      const auto kern = attn::jit(e, {.path = path});
+      expect_parameters(kern, {"x", "wq", "wk", "wv", "wo"});
+      if (path == attn::lowering::automatic) BOOST_TEST(kern.compiled().describe().starts_with("path=fused"));
+      std::mt19937 rng(seed);
+      for (index t : t_sizes)
+        for (index batch : batch_sizes) {
+          const tensor<float> xs = random_tensor(with_batch(batch, {t, D}), rng);
+          const tensor<float> wq = random_tensor({D, heads * dh}, rng, weight_scale(D));
+          const tensor<float> wk = random_tensor({D, G * dh}, rng, weight_scale(D));
+          const tensor<float> wv = random_tensor({D, G * dh}, rng, weight_scale(D));
+          const tensor<float> wo = random_tensor({heads * dh, D}, rng, weight_scale(heads * dh));
+          expect_matches(kern(xs, wq, wk, wv, wo), batch, {t, D}, [&](index b, auto acc) {
+            using Acc = decltype(acc);
+            const auto xb = item<Acc>(xs, b, 2);
+            const auto r = ref::grouped_query(ref::matmul(xb, item<Acc>(wq, 0, 2)), ref::matmul(xb, item<Acc>(wk, 0, 2)),
+                                              ref::matmul(xb, item<Acc>(wv, 0, 2)), heads, G,
+                                              is_causal ? ref::mask_pred(ref::causal_keep) : ref::mask_pred());
+            return ref::matmul(r.output, item<Acc>(wo, 0, 2));
+          }, case_name(what, t, t, batch));
+        }
+    };
+    if (is_causal) run(yc);
+    else run(y);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(grouped_query_and_multi_query) {
+  check_grouped_query<4>(false, 31);
+  check_grouped_query<2>(false, 32);
+  check_grouped_query<1>(false, 33);
+  check_grouped_query<2>(true, 34);
+  check_grouped_query<1>(true, 35);
+}
+
 template <std::int64_t D>
 void check_luong_dot(std::uint32_t seed) {
   constexpr auto Dm = dim<"D", D>;
@@ -428,7 +484,8 @@ BOOST_AUTO_TEST_CASE(sliding_window) {
   }
 }
 
-// ALiBi on a multi-head self-attention: D = 12, H = 3 heads of 4, concatenated and projected by W_O.
+// ALiBi on a multi-head self-attention: D = 12, H = 3 heads of 4 (not a power of two: the paper's
+// interleaved slopes), concatenated and projected by W_O.
 constexpr auto Da = dim<"D", 12>;
 constexpr auto Ha = head_dim<"H", 3>;
 constexpr auto ax = input<"x">(T, Da);
@@ -462,6 +519,16 @@ void check_alibi_kernel(const K& k, bool is_causal, std::uint32_t seed) {
             .output;
       }, case_name(is_causal ? "ALiBi + causal, H=3" : "ALiBi, H=3", t, t, batch));
     }
+}
+
+// The reference's slopes are the ALiBi paper's (its get_slopes), non-powers of two included.
+BOOST_AUTO_TEST_CASE(alibi_slopes_are_the_papers) {
+  const std::vector<std::pair<index, std::vector<double>>> want = {
+      {3, {0x1p-4, 0x1p-8, 0x1p-2}},
+      {6, {0x1p-2, 0x1p-4, 0x1p-6, 0x1p-8, 0x1p-1, 0x1p-3}},
+      {8, {0x1p-1, 0x1p-2, 0x1p-3, 0x1p-4, 0x1p-5, 0x1p-6, 0x1p-7, 0x1p-8}}};
+  for (const auto& [heads, slopes] : want)
+    for (index h = 0; h < heads; ++h) BOOST_TEST(ref::alibi_slope(h, heads) == slopes[static_cast<std::size_t>(h)]);
 }
 
 BOOST_AUTO_TEST_CASE(alibi_heads) {

@@ -25,11 +25,16 @@ kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned
     const ir::node& n = g.at(t);
     std::vector<std::int64_t> shape;
     for (const ir::dim& d : n.shape) shape.push_back(size_of(d, sizes));
-    if (n.kind == ir::op::lengths) {
-      // One length per batch item: the longest run-time dim given (every position valid).
+    if (n.kind == ir::op::int_input) {
+      // Rank 0 (lengths): the longest run-time dim given (every position valid). Otherwise
+      // (document ids, indices): small values, some equal; lookups clamp them anyway.
       std::int64_t longest = 1;
       for (const auto& [name, size] : sizes) longest = std::max(longest, size);
-      in.views.push_back(in.ints.emplace_back(std::move(shape), std::int32_t(longest)).view());
+      tensor<std::int32_t>& x = in.ints.emplace_back(std::move(shape), std::int32_t(longest));
+      std::uniform_int_distribution<std::int32_t> u(0, 3);
+      if (x.rank() > 0)
+        for (std::int32_t& v : x.values()) v = u(rng);
+      in.views.push_back(x.view());
       continue;
     }
     const float scale = n.kind == ir::op::weight && !shape.empty() ? 1.0f / std::sqrt(float(shape.front())) : 1.0f;

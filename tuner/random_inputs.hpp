@@ -1,7 +1,7 @@
 #pragma once
 // Random tensors for every terminal of a graph at given sizes (batch of 1): what the tuner runs
 // its candidates on. Inputs uniform in [-1, 1]; weights scaled by 1/√rows so products stay O(1);
-// lengths the full length of their sequence dim.
+// integer inputs: lengths (rank 0) the full length, others small values in [0, 3].
 #include <map>
 #include <string>
 #include <vector>
