@@ -7,8 +7,7 @@
 
 namespace attn::gen {
 
-lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
-                           const Halide::Target& target) {
+lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering_options& options) {
   lowered l = lower(g, bound, options);
   lowering_options used = options;
   std::int64_t band = 0;
@@ -17,9 +16,15 @@ lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lo
     used.tiles = banded(options.tiles, band);
     l = lower(g, bound, used);
   }
-  schedule_cpu(l, target);
-  for (flash_funcs& f : l.flash) schedule_flash_cpu(f, used.tiles, target);
   l.tiles = used.tiles;
+  return l;
+}
+
+lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
+                           const Halide::Target& target) {
+  lowered l = lower_fitted(g, bound, options);
+  schedule_cpu(l, target);
+  for (flash_funcs& f : l.flash) schedule_flash_cpu(f, l.tiles, target);
   return l;
 }
 

@@ -7,6 +7,7 @@
 #include "dim_bindings.hpp"
 #include "disk_kernel.hpp"
 #include "generators/attention_pattern.hpp"
+#include "generators/autoschedule.hpp"
 #include "generators/pipeline.hpp"
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
@@ -16,6 +17,7 @@
 #include "private_temp_dir.hpp"
 #include "target_check.hpp"
 #include "tensor_checks.hpp"
+#include "tuned_schedule.hpp"
 
 namespace attn {
 
@@ -32,6 +34,7 @@ struct compiled_kernel::impl {
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
   std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
   std::string description;  // describe()
+  std::string schedule;     // schedule()
   std::vector<int> materialised;  // nodes computed into buffers of their own (the memory budget)
 };
 
@@ -69,7 +72,7 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
 std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
-                                               const std::string& key) {
+                                               bool tuned, const std::string& key) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
   p->options = o;
@@ -89,11 +92,14 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->materialised = detail::generic_materialised(g, o.with_weights);
   }
   try {
-    p->lowered = gen::lower_and_schedule(g, p->bound, how, p->target);
-    p->description = detail::describe(g, how.fused, p->lowered.tiles);
+    const std::optional<std::string> autoscheduler = how.fused ? gen::autoscheduler_of(o.schedule) : std::nullopt;
+    p->lowered = autoscheduler ? gen::lower_fitted(g, p->bound, how) : gen::lower_and_schedule(g, p->bound, how, p->target);
+    p->schedule = !how.fused ? "" : autoscheduler ? o.schedule : gen::to_string(p->lowered.tiles);
+    p->description = detail::describe(g, how.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given");
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
     p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
+    if (autoscheduler) gen::autoschedule(p->pipeline, p->lowered, g, p->bound, *autoscheduler, p->target);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->loaded = detail::disk_kernel(p->pipeline, p->arguments, p->target, key);
     if (!p->loaded) p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
@@ -102,6 +108,8 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
+  } catch (const std::invalid_argument& e) {  // an autoscheduler without sizes
+    throw compile_error(e.what());
   }
   if (p->arguments.size() + 2 >= call_table.size()) throw compile_error("too many tensors for one kernel");
   return p;
@@ -114,8 +122,12 @@ compiled_kernel::~compiled_kernel() = default;
 
 std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
-  const std::string key = cache_key(g, o, bound);
-  return detail::kernel_cache::process().get(key, [&] { return std::make_shared<const compiled_kernel>(compile(g, o, bound, key)); });
+  jit_options used = o;
+  const bool tuned = detail::apply_tuning_record(g, used, bound);
+  const std::string key = cache_key(g, used, bound) + (tuned ? "|tuned" : "");
+  return detail::kernel_cache::process().get(key, [&] {
+    return std::make_shared<const compiled_kernel>(compile(g, used, bound, tuned, key));
+  });
 }
 
 std::size_t compiled_kernel::cache_size() { return detail::kernel_cache::process().size(); }
@@ -130,6 +142,7 @@ std::vector<std::string> compiled_kernel::parameter_names() const {
 }
 
 std::string compiled_kernel::describe() const { return impl_->description; }
+std::string compiled_kernel::schedule() const { return impl_->schedule; }
 
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;

@@ -21,7 +21,9 @@ struct jit_options {
   std::vector<dsl::dim_binding> bind{};    // run-time dims fixed when compiling (T = 128)
   bool with_weights = false;               // also produce the attention weights (the outermost softmax)
   lowering path = lowering::automatic;     // automatic: fused when the expression is attention
-  std::string schedule = "default";        // "default" (chosen per shape and target) or schedule parameters
+  std::string schedule = "default";        // "default" (chosen per shape and target), schedule parameters,
+                                           // or "auto=Mullapudi2016|Li2018|Adams2019" (every run-time dim bound)
+  bool use_tuning_db = true;               // with "default": a matching tuning record's schedule (tuned_schedule.hpp)
 };
 
 // How a loop nest is listed: plain text, or an HTML page to browse in a web browser.
@@ -48,8 +50,11 @@ class compiled_kernel {
   const ir::graph& graph() const;
   const jit_options& options() const;
   std::vector<std::string> parameter_names() const;
-  // Which lowering and which schedule parameters this kernel runs, in one line.
+  // Which lowering and which schedule parameters this kernel runs, and where they came from
+  // (source=default|tuned|given), in one line.
   std::string describe() const;
+  // The fused schedule's parameters as compiled (or "auto=<name>"); empty for the generic path.
+  std::string schedule() const;
   // Halide's lowered loop nest (its "conceptual" statement, before code generation): what this
   // kernel does, loop by loop.
   std::string loop_nest(listing format = listing::text) const;

@@ -4,6 +4,7 @@
 #include <vector>
 #include "errors.hpp"
 #include "generators/attention_pattern.hpp"
+#include "generators/autoschedule.hpp"
 
 namespace attn::detail {
 
@@ -23,7 +24,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   const std::vector<gen::attention_match> found = gen::find_attention(g);
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
-  l.default_tiles = o.schedule == "default";
+  const bool autoscheduled = o.schedule.starts_with("auto=");
+  l.default_tiles = o.schedule == "default" || autoscheduled;  // an autoscheduler keeps the default algorithm
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty())
@@ -40,7 +42,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.schedule != "default") {
     if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
     try {
-      l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+      if (!autoscheduled) l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+      else gen::autoscheduler_of(o.schedule);  // checks the name
     } catch (const std::invalid_argument& e) {
       throw compile_error(e.what());
     }
@@ -48,11 +51,11 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   return l;
 }
 
-std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles) {
+std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source) {
   if (!fused) return "path=generic";
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
-  return s + " schedule=[" + gen::to_string(tiles) + "]";
+  return s + " schedule=[" + schedule + "] source=" + source;
 }
 
 }  // namespace attn::detail

@@ -13,8 +13,9 @@ namespace attn::detail {
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target);
 
-// Which lowering and which schedule parameters (the tiles the lowering settled on), in one line
-// (compiled_kernel::describe()).
-std::string describe(const ir::graph& g, bool fused, const gen::flash_schedule& tiles);
+// Which lowering, which schedule (the tiles the lowering settled on, or "auto=<autoscheduler>")
+// and where it came from (default, tuned: a tuning record, given: jit_options::schedule), in one
+// line (compiled_kernel::describe()).
+std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source);
 
 }  // namespace attn::detail

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything attnforge needs; safe to run again (each step checks first).
 #   Debian: Boost.Hana + Boost.Test, Google Benchmark, OpenBLAS (the products bench compares with it),
-#           nlohmann-json (the lessons' records),
-#           CLI11 (attn-gen's command line),
+#           nlohmann-json (the lessons' records, the tuning database),
+#           CLI11 (attn-gen's and attn-tune's command lines),
 #           Cairo + DejaVu fonts (heatmaps, plots), Graphviz (expression graphs),
 #           clang + libclang-rt-14-dev (libFuzzer and its sanitizers, scripts/fuzz.sh).
 #   PyPI (project-local venv .venv/): halide==21.0.0 and cmake>=3.28.

@@ -1,0 +1,28 @@
+#pragma once
+// Halide's own autoschedulers (Mullapudi2016, Li2018, Adams2019; plugins shipped with Halide)
+// applied to a lowered pipeline that has no schedule yet (pipeline.hpp: lower_fitted), so the
+// tuner can offer them as candidates for the same algorithm. They need an estimate of every
+// dim's extent: every run-time dim must be bound.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <Halide.h>
+#include "lower.hpp"
+
+namespace attn::gen {
+
+// The autoschedulers offered, by Halide's name.
+const std::vector<std::string>& autoscheduler_names();
+
+// "auto=Adams2019" -> "Adams2019"; nullopt for other schedule texts. Throws
+// std::invalid_argument for "auto=" followed by an unknown name.
+std::optional<std::string> autoscheduler_of(std::string_view schedule_text);
+
+// Sets estimates on every parameter and the output from the graph's shapes (batch 1), loads the
+// plugin (once per process) and applies it. Throws std::invalid_argument when a dim's size is
+// unknown, Halide::Error when the autoscheduler fails.
+void autoschedule(Halide::Pipeline& p, const lowered& l, const ir::graph& g, const bound_dims& bound,
+                  const std::string& name, const Halide::Target& target);
+
+}  // namespace attn::gen

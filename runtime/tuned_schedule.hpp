@@ -1,0 +1,16 @@
+#pragma once
+// How attn::jit uses the tuning database (tuning_db.hpp): with jit_options::schedule == "default"
+// and use_tuning_db, a record for this kernel, shape bucket and target replaces the schedule.
+// Records apply only when every run-time dim is bound (jit_options::bind): without bound sizes
+// there is no bucket to look up, and the default (which adapts to sizes at run time) is used.
+#include "dsl/ir.hpp"
+#include "kernel.hpp"
+#include "tensor_checks.hpp"
+
+namespace attn::detail {
+
+// True when a record was found and o.schedule now holds its schedule. A record whose schedule text
+// this attnforge cannot read is reported on stderr and ignored.
+bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound);
+
+}  // namespace attn::detail

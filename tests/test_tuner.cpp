@@ -1,0 +1,270 @@
+// The tuner and its database: records round-trip; corrupt, truncated, foreign and other-version
+// files are reported and ignored; concurrent writers (two processes) lose nothing; the tuner on a
+// small kernel within a few seconds finishes, never picks something slower than the default in its
+// own measurements nor a candidate whose output is wrong; attn::jit picks up the record it wrote.
+// ctest runs every test with ATTN_TUNING_DB=off; these tests point it at files of their own.
+#define BOOST_TEST_MODULE tuner
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "runtime/jit.hpp"
+#include "runtime/private_temp_dir.hpp"
+#include "runtime/tuning_db.hpp"
+#include "runtime/tuning_key.hpp"
+#include "tuner/output_check.hpp"
+#include "tuner/search_space.hpp"
+#include "tuner/tuner.hpp"
+
+namespace {
+
+using namespace attn::dsl;
+namespace fs = std::filesystem;
+
+constexpr auto T = dim<"T">;
+constexpr auto H = head_dim<"H", 2>;
+constexpr auto Dh = dim<"Dh", 16>;
+constexpr auto q = input<"q">(H, T, Dh);
+constexpr auto k = input<"k">(H, T, Dh);
+constexpr auto v = input<"v">(H, T, Dh);
+constexpr auto causal_attention = combine(softmax(causal(scaled_scores(q, k))), v);
+
+attn::tuning_record record(const std::string& signature, const std::string& bucket, const std::string& schedule) {
+  attn::tuning_record r;
+  r.signature = signature;
+  r.bucket = bucket;
+  r.target = "x86-64-linux-avx2";
+  r.schedule = schedule;
+  r.expression = "softmax(q·kᵀ)·v";
+  r.sizes = "T=100";
+  r.median_ms = 1.5;
+  r.default_ms = 2.25;
+  r.date = "2025-01-01T00:00:00Z";
+  r.attnforge_version = attn::attnforge_version();
+  r.halide_version = attn::halide_version();
+  return r;
+}
+
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// Points ATTN_TUNING_DB at a file for the scope of a test.
+struct db_env {
+  explicit db_env(const fs::path& p) { setenv("ATTN_TUNING_DB", p.c_str(), 1); }
+  ~db_env() { setenv("ATTN_TUNING_DB", "off", 1); }
+};
+
+attn::tensor<float> random_tensor(std::vector<std::int64_t> sizes, unsigned seed) {
+  attn::tensor<float> t(std::move(sizes));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& x : t.values()) x = u(rng);
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(database_round_trips_and_replaces_by_key) {
+  const attn::detail::private_temp_dir dir;
+  const fs::path file = dir.path() / "sub" / "tuning.json";  // folders are created
+  const auto a = record("00000000000000aa", "T=128", "q_tile=24 kv_tile=128");
+  const auto b = record("00000000000000bb", "T=128", "auto=Li2018");
+  attn::write_tuning_records(file, {a, b});
+  auto db = attn::read_tuning_db(file);
+  BOOST_TEST(db.problem.empty());
+  BOOST_REQUIRE_EQUAL(db.records.size(), 2u);
+  BOOST_TEST((db.records[0] == a));
+  BOOST_TEST((db.records[1] == b));
+  auto a2 = a;  // same key: replaced, not added
+  a2.schedule = "q_tile=96 kv_tile=64";
+  attn::write_tuning_records(file, {a2});
+  db = attn::read_tuning_db(file);
+  BOOST_REQUIRE_EQUAL(db.records.size(), 2u);
+  const auto found = attn::find_tuning_record(file, a.signature, a.bucket, a.target);
+  BOOST_REQUIRE(found.has_value());
+  BOOST_TEST(found->schedule == a2.schedule);
+  BOOST_TEST(!attn::find_tuning_record(file, a.signature, "T=256", a.target).has_value());
+  BOOST_TEST(attn::read_tuning_db(dir.path() / "missing.json").problem.empty());  // no file: empty, fine
+}
+
+BOOST_AUTO_TEST_CASE(bad_files_are_reported_and_ignored) {
+  const attn::detail::private_temp_dir dir;
+  attn::write_tuning_records(dir.path() / "good.json", {record("00000000000000aa", "T=64", "q_tile=12")});
+  std::ifstream in(dir.path() / "good.json");
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"corrupt", "{\"format\": \"attnforge-tuning\", \"version\": 1, \"records\": [}"},
+      {"truncated", good.substr(0, good.size() / 2)},
+      {"foreign", "{\"name\": \"some other tool\", \"records\": []}"},
+      {"other version", "{\"format\": \"attnforge-tuning\", \"version\": 99, \"records\": []}"},
+      {"malformed record", "{\"format\": \"attnforge-tuning\", \"version\": 1, \"records\": [{\"bucket\": 3}]}"},
+      {"binary", std::string("\x00\xff\x13", 3)},
+  };
+  for (const auto& [what, text] : bad) {
+    const fs::path file = dir.path() / (what + ".json");
+    write_text(file, text);
+    const auto db = attn::read_tuning_db(file);
+    BOOST_TEST(!db.problem.empty(), what);
+    BOOST_TEST(db.records.empty(), what);
+    BOOST_TEST(!attn::find_tuning_record(file, "00000000000000aa", "T=64", "x86-64-linux-avx2").has_value(), what);
+    // Writing replaces it (the bad file is kept beside it) and keeps the new record.
+    attn::write_tuning_records(file, {record("00000000000000cc", "T=64", "q_tile=24")});
+    BOOST_TEST(fs::exists(file.string() + ".bad"), what);
+    const auto after = attn::read_tuning_db(file);
+    BOOST_TEST(after.problem.empty(), what);
+    BOOST_TEST(after.records.size() == 1u, what);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_writers_lose_nothing) {
+  const attn::detail::private_temp_dir dir;
+  const fs::path file = dir.path() / "tuning.json";
+  constexpr int writers = 2, each = 25;
+  std::vector<pid_t> children;
+  for (int w = 0; w < writers; ++w) {
+    const pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {  // a writer: one read-merge-write per record, racing the other
+      int code = 0;
+      try {
+        for (int i = 0; i < each; ++i)
+          attn::write_tuning_records(file, {record(std::to_string(w) + "-" + std::to_string(i), "T=64", "q_tile=12")});
+      } catch (...) {
+        code = 1;
+      }
+      _exit(code);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    BOOST_REQUIRE(waitpid(pid, &status, 0) == pid);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  const auto db = attn::read_tuning_db(file);
+  BOOST_TEST(db.problem.empty());
+  BOOST_TEST(db.records.size() == std::size_t(writers * each));
+}
+
+BOOST_AUTO_TEST_CASE(keys_and_buckets) {
+  const auto g = to_ir(causal_attention);
+  BOOST_TEST(attn::tuning_signature(g, {}) == attn::tuning_signature(g, {.path = attn::lowering::fused}));
+  BOOST_TEST(attn::tuning_signature(g, {}) != attn::tuning_signature(g, {.with_weights = true}));
+  BOOST_TEST(attn::tuning_signature(g, {}).size() == 16u);
+  BOOST_TEST(*attn::shape_bucket(g, {{"T", 600}}) == "T=1024");
+  BOOST_TEST(*attn::shape_bucket(g, {{"T", 1024}}) == "T=1024");
+  BOOST_TEST(!attn::shape_bucket(g, {}).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(search_space_is_pruned) {
+  const attn::tune::attention_sizes a{1024, 1024, 64, 16};
+  const auto grid = attn::tune::pruned_grid(a);
+  BOOST_TEST(!grid.empty());
+  for (const auto& s : grid) {
+    BOOST_TEST(s.q_unroll * s.kv_vectors <= 28);
+    BOOST_TEST(s.q_tile % s.q_unroll == 0);
+    BOOST_TEST(s.kv_tile % (s.kv_vectors * s.vector) == 0);
+  }
+  const attn::gen::flash_schedule d = attn::gen::default_flash_schedule(1024, 1024, 64, 16);
+  for (const auto& n : attn::tune::neighbours(d, a)) BOOST_TEST(attn::tune::plausible(n, a));
+  BOOST_TEST(!attn::tune::neighbours(d, a).empty());
+  // Dh = 128: 8 vectors of V per row, so at most 3 rows per register tile.
+  for (const auto& s : attn::tune::pruned_grid({1024, 1024, 128, 16})) BOOST_TEST(s.q_unroll <= 3);
+}
+
+BOOST_AUTO_TEST_CASE(output_check_catches_wrong_results) {
+  std::vector<float> ref(4096), close(4096);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    ref[i] = u(rng);
+    close[i] = ref[i] * (1 + 1e-6f);  // rounding-sized differences pass
+  }
+  BOOST_TEST(attn::tune::check_output(ref, close).ok);
+  auto one_key = close;  // one key in 4096 dropped: an output moves by ~1/4096
+  one_key[17] += 2.5e-4f;
+  BOOST_TEST(!attn::tune::check_output(ref, one_key).ok);
+  auto nan = close;
+  nan[5] = std::nanf("");
+  BOOST_TEST(!attn::tune::check_output(ref, nan).ok);
+  BOOST_TEST(!attn::tune::check_output(ref, std::vector<float>(10)).ok);
+}
+
+// One tuning run (a few seconds) serves the tests below.
+const attn::tune::tune_result& small_run() {
+  static const attn::tune::tune_result r = [] {
+    attn::tune::tune_options o;
+    o.sizes = {{"T", 100}};
+    o.budget_seconds = 5;
+    o.log = nullptr;
+    return attn::tune::tune(causal_attention, o);
+  }();
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(tuner_finishes_in_budget_and_is_never_slower_than_default) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& r = small_run();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(took < 5 + 15);  // a compile started before the deadline may finish after it
+  BOOST_TEST(r.candidates.size() >= 2u);
+  BOOST_TEST(r.default_candidate().origin == "default");
+  BOOST_TEST((r.best().status == attn::tune::outcome::ok));
+  BOOST_TEST(!r.best().final_times.empty());            // re-timed with the default
+  BOOST_TEST(!r.default_candidate().final_times.empty());
+  BOOST_TEST(r.best().seconds() <= r.default_candidate().seconds());
+  BOOST_TEST(r.bucket == "T=128");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_candidates_are_never_chosen) {
+  attn::tune::tune_options o;
+  o.sizes = {{"T", 100}};
+  o.budget_seconds = 3;
+  o.log = nullptr;
+  std::string default_schedule;
+  o.output_hook = [&](const std::string& schedule, std::span<float> out) {
+    if (default_schedule.empty()) default_schedule = schedule;  // the first candidate is the default
+    else out[out.size() / 2] += 0.5f;                          // every other one is made wrong
+  };
+  const auto r = attn::tune::tune(causal_attention, o);
+  BOOST_REQUIRE(r.candidates.size() >= 2u);
+  BOOST_TEST(r.chosen == 0u);
+  for (std::size_t i = 1; i < r.candidates.size(); ++i)
+    BOOST_TEST((r.candidates[i].status == attn::tune::outcome::wrong || r.candidates[i].status == attn::tune::outcome::skipped));
+}
+
+BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
+  const attn::detail::private_temp_dir dir;
+  const fs::path file = dir.path() / "tuning.json";
+  const auto& r = small_run();
+  attn::tune::tune_options o;
+  o.sizes = {{"T", 100}};
+  auto rec = attn::tune::make_record(r, o);
+  BOOST_TEST(rec.median_ms <= rec.default_ms);
+  rec.schedule = "q_tile=12 kv_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0";  // recognisable
+  attn::write_tuning_records(file, {rec});
+  const db_env env(file);
+
+  const auto tuned = attn::jit(causal_attention, {.bind = {T = 90}});  // bucket T=128, as tuned
+  BOOST_TEST(tuned.compiled().describe().find("source=tuned") != std::string::npos, tuned.compiled().describe());
+  BOOST_TEST(tuned.compiled().schedule() == rec.schedule);
+  const auto unbound = attn::jit(causal_attention);  // no sizes, no bucket: the default
+  BOOST_TEST(unbound.compiled().describe().find("source=default") != std::string::npos);
+  const auto other = attn::jit(causal_attention, {.bind = {T = 300}});  // another bucket
+  BOOST_TEST(other.compiled().describe().find("source=default") != std::string::npos);
+  const auto given = attn::jit(causal_attention, {.bind = {T = 90}, .schedule = "q_tile=24"});
+  BOOST_TEST(given.compiled().describe().find("source=given") != std::string::npos);
+  // The tuned kernel computes the same attention.
+  const auto x = random_tensor({2, 90, 16}, 1), y = random_tensor({2, 90, 16}, 2), z = random_tensor({2, 90, 16}, 3);
+  BOOST_TEST(attn::tune::check_output(unbound(x, y, z).values(), tuned(x, y, z).values()).ok);
+
+  write_text(file, "not json");  // a corrupt database: reported, the default used
+  const auto fallback = attn::jit(causal_attention, {.bind = {T = 91}});
+  BOOST_TEST(fallback.compiled().describe().find("source=default") != std::string::npos);
+}

@@ -1,0 +1,132 @@
+// attn-tune: tunes the fused kernel of the CPU benchmark's cases at given sizes, prints the
+// default against the best schedule found (and each Halide autoscheduler asked for), and writes
+// the best into the tuning database, where attn::jit finds it (runtime/tuning_db.hpp).
+//   attn-tune causal full --T 1024 --Dh 64 --budget 120
+//   attn-tune --list
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include "bench_cases.hpp"
+#include "generators/autoschedule.hpp"
+#include "tuner.hpp"
+
+namespace {
+
+using namespace attn::tune;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// One table row: a candidate's time and GFLOP/s, relative to the default.
+void print_row(const char* label, const candidate* c, double flops, double default_s) {
+  if (c == nullptr) {
+    std::printf("  %-16s %s\n", label, "not tried (time budget)");
+    return;
+  }
+  if (c->status != outcome::ok) {
+    std::printf("  %-16s %-14s %s\n", label, to_string(c->status), c->message.substr(0, 100).c_str());
+    return;
+  }
+  const double s = c->seconds();
+  std::printf("  %-16s %9.3f ms %8.1f GFLOP/s %6.2fx  [%s]\n", label, s * 1e3, flops / s / 1e9, default_s / s, c->schedule.c_str());
+}
+
+const candidate* find_origin(const tune_result& r, const std::string& origin) {
+  for (const candidate& c : r.candidates)
+    if (c.origin == origin) return &c;
+  return nullptr;
+}
+
+nlohmann::json summary(const std::string& name, std::int64_t t, std::int64_t dh, const bench_case& bc, const tune_result& r) {
+  auto entry = [&](const candidate* c) {
+    if (c == nullptr) return nlohmann::json{{"status", "not tried"}};
+    nlohmann::json j{{"status", to_string(c->status)}, {"schedule", c->schedule}};
+    if (c->status == outcome::ok) j.update({{"ms", c->seconds() * 1e3}, {"gflops", bc.flops / c->seconds() / 1e9}});
+    else j["message"] = c->message;
+    return j;
+  };
+  nlohmann::json j{{"case", name}, {"T", t}, {"Dh", dh}, {"default", entry(&r.default_candidate())}, {"tuned", entry(&r.best())},
+                   {"tried", r.candidates.size()}, {"planned", r.planned}, {"seconds", r.elapsed_s}};
+  for (const std::string& a : attn::gen::autoscheduler_names()) j["autoschedulers"][a] = entry(find_origin(r, a));
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"attn-tune: search schedules for the fused attention kernel of the benchmark cases, record the best"};
+  std::vector<std::string> cases;
+  std::int64_t T = 1024, Dh = 64;
+  double budget = 60;
+  std::string db, target = "host", summary_file;
+  std::vector<std::string> autos = attn::gen::autoscheduler_names();
+  bool no_search = false, dry_run = false, list = false;
+  app.add_option("cases", cases, "cases to tune (default: all): " + join(bench_case_names()));
+  app.add_option("--T", T, "sequence length")->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
+  app.add_option("--Dh", Dh, "head width (64 or 128)")->check(CLI::IsMember({64, 128}));
+  app.add_option("--budget", budget, "seconds per case")->check(CLI::PositiveNumber);
+  app.add_option("--db", db, "tuning database file (default: $ATTN_TUNING_DB, else ~/.cache/attnforge/tuning.json)");
+  app.add_option("--target", target, "Halide target string");
+  app.add_option("--autoschedulers", autos, "Halide autoschedulers tried as candidates ('none': no autoscheduler)")
+      ->delimiter(',')
+      ->default_str(join(attn::gen::autoscheduler_names()));
+  app.add_flag("--no-search", no_search, "only the default and the autoschedulers");
+  app.add_flag("--dry-run", dry_run, "do not write the database");
+  app.add_option("--summary", summary_file, "append one JSON line per case to this file (scripts/tune_bench.sh)");
+  app.add_flag("--list", list, "list the cases and exit");
+  app.footer("cases: " + join(bench_case_names()) + "\nautoschedulers: " + join(attn::gen::autoscheduler_names()));
+  CLI11_PARSE(app, argc, argv);
+
+  if (list) {
+    for (const std::string& n : bench_case_names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
+  if (cases.empty()) cases = bench_case_names();
+  if (autos.size() == 1 && autos.front() == "none") autos.clear();
+  for (const std::string& a : autos)
+    if (!attn::gen::autoscheduler_of("auto=" + a)) return 2;
+  std::optional<std::filesystem::path> db_path = db.empty() ? attn::tuning_db_path() : std::optional(std::filesystem::path(db));
+  if (db == "off") db_path.reset();
+
+  int failures = 0;
+  for (const std::string& name : cases) {
+    try {
+      const bench_case bc = make_bench_case(name, T, Dh);
+      tune_options o;
+      o.sizes = {{"T", T}};
+      o.target = target;
+      o.budget_seconds = budget;
+      o.autoschedulers = autos;
+      o.search = !no_search;
+      std::printf("%s T=%lld Dh=%lld (budget %.0f s)\n", name.c_str(), (long long)T, (long long)Dh, budget);
+      std::fflush(stdout);
+      const tune_result r = tune(bc.graph, o);
+      const double def = r.default_candidate().seconds();
+      print_row("default", &r.default_candidate(), bc.flops, def);
+      print_row("tuned", &r.best(), bc.flops, def);
+      for (const std::string& a : autos) print_row(a.c_str(), find_origin(r, a), bc.flops, def);
+      std::size_t wrong = 0, failed = 0;
+      for (const candidate& c : r.candidates) {
+        wrong += c.status == outcome::wrong;
+        failed += c.status == outcome::compile_failed || c.status == outcome::run_failed;
+      }
+      std::printf("  %zu of %zu planned candidates tried in %.0f s (%zu wrong, %zu failed)\n", r.candidates.size(), r.planned,
+                  r.elapsed_s, wrong, failed);
+      if (db_path && !dry_run) {
+        attn::write_tuning_records(*db_path, {make_record(r, o)});
+        std::printf("  recorded in %s\n", db_path->c_str());
+      }
+      if (!summary_file.empty()) std::ofstream(summary_file, std::ios::app) << summary(name, T, Dh, bc, r).dump() << "\n";
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attn-tune: %s: %s\n", name.c_str(), e.what());
+      ++failures;
+    }
+    std::fflush(stdout);
+  }
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,24 @@
+#pragma once
+// Random tensors for every terminal of a graph at given sizes (batch of 1): what the tuner runs
+// its candidates on. Inputs uniform in [-1, 1]; weights scaled by 1/√rows so products stay O(1);
+// integer inputs: lengths (rank 0) the full length, others small values in [0, 3].
+#include <map>
+#include <string>
+#include <vector>
+#include "dsl/ir.hpp"
+#include "runtime/tensor.hpp"
+
+namespace attn::tune {
+
+using dim_sizes = std::map<std::string, std::int64_t, std::less<>>;
+
+struct kernel_inputs {
+  std::vector<tensor<float>> floats;
+  std::vector<tensor<std::int32_t>> ints;
+  std::vector<tensor_view> views;  // one per terminal, in call order
+};
+
+// Throws std::invalid_argument naming a run-time dim missing from `sizes`.
+kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned seed);
+
+}  // namespace attn::tune

@@ -1,0 +1,274 @@
+#include "tuner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <set>
+#include "dsl/printer.hpp"
+#include "generators/attention_pattern.hpp"
+#include "output_check.hpp"
+#include "progress.hpp"
+#include "runtime/jit.hpp"
+#include "runtime/tuning_key.hpp"
+#include "search_space.hpp"
+
+namespace attn::tune {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using kernel_ptr = std::shared_ptr<const compiled_kernel>;
+
+// jit_options::bind holds string_views: point them at the graph's own (static) dim names.
+std::vector<dsl::dim_binding> bindings(const ir::graph& g, const dim_sizes& sizes) {
+  std::vector<dsl::dim_binding> b;
+  for (const auto& [name, size] : sizes) {
+    const ir::dim* found = nullptr;
+    for (const ir::node& n : g.nodes)
+      for (const ir::dim& d : n.shape)
+        if (d.name == name && d.size == 0) found = &d;
+    if (!found) throw std::invalid_argument("tuner: the expression has no run-time dim '" + name + "'");
+    b.push_back({found->name, size});
+  }
+  return b;
+}
+
+std::int64_t size_of(const ir::dim& d, const dim_sizes& sizes) {
+  if (d.size > 0) return d.size;
+  auto it = sizes.find(d.name);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+// The search's view of the (first) attention: its sizes and the target's vector width.
+attention_sizes sizes_for_search(const ir::graph& g, const dim_sizes& sizes, int vector) {
+  attention_sizes a;
+  a.vector = vector;
+  const std::vector<gen::attention_match> found = gen::find_attention(g);
+  if (found.empty()) return a;
+  const ir::node& w = g.at(found.front().softmax);
+  const std::size_t r = w.shape.size();
+  a.nq = size_of(w.shape[r - 2], sizes);
+  a.nk = size_of(w.shape[r - 1], sizes);
+  a.dv = size_of(g.at(found.front().values).shape.back(), sizes);
+  return a;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+class search {
+ public:
+  search(const ir::graph& g, const tune_options& o)
+      : g_(g), o_(o), start_(clock::now()),
+        in_(random_inputs(g, o.sizes, o.seed)), progress_(o.log) {
+    base_.target = o.target;
+    base_.bind = bindings(g, o.sizes);
+    base_.use_tuning_db = false;  // the default candidate must be the built-in default
+  }
+
+  tune_result run() {
+    tune_result r;
+    r.signature = tuning_signature(g_, base_);
+    r.bucket = shape_bucket(g_, o_.sizes).value_or("?");
+    r.target = tuning_target(o_.target);
+    r.expression = dsl::to_string(g_);
+    r.planned = 1;
+    evaluate({"default", "default"}, r);
+    const candidate& def = r.candidates.front();
+    if (def.status != outcome::ok)
+      throw std::runtime_error("tuner: the default schedule failed (" + std::string(to_string(def.status)) + "): " + def.message);
+    default_schedule_ = def.schedule;
+    if (def.schedule.empty()) throw std::runtime_error("tuner: the expression is not fused attention; nothing to tune");
+
+    std::vector<std::pair<std::string, std::string>> queue;  // (schedule, origin)
+    for (const std::string& a : o_.autoschedulers) queue.emplace_back("auto=" + a, a);
+    const attention_sizes a = sizes_for_search(g_, o_.sizes, gen::parse_flash_schedule(def.schedule, {}).vector);
+    if (o_.search) {
+      std::vector<gen::flash_schedule> grid = pruned_grid(a);
+      std::shuffle(grid.begin(), grid.end(), std::mt19937(o_.seed));
+      for (const gen::flash_schedule& s : grid) queue.emplace_back(gen::to_string(s), "grid");
+    }
+    r.planned = 1 + queue.size();
+    const std::size_t autos = o_.autoschedulers.size();
+    for (std::size_t i = 0; i < queue.size() && !out_of_time(); ++i) {
+      if (i >= autos && elapsed() > 0.6 * o_.budget_seconds) break;  // leave time to refine
+      evaluate(queue[i], r);
+    }
+    if (o_.search) refine(a, r);
+    for (candidate& c : r.candidates)
+      if (c.status == outcome::skipped && c.message.empty()) c.message = "time budget";
+    retime_leaders(r);
+    r.elapsed_s = elapsed();
+    progress_.finish();
+    return r;
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+  double left() const { return std::max(0.0, o_.budget_seconds - elapsed()); }
+
+  // Keep the re-timing's share of the budget: rounds × the leaders' times, plus one compile.
+  bool out_of_time() const {
+    double per_round = 0;
+    for (const auto& [i, k] : kept_) per_round += best_seconds(i);
+    return left() < o_.rounds * per_round * 1.2 + last_compile_s_;
+  }
+
+  double best_seconds(std::size_t i) const { return medians_.at(i); }
+
+  // Neighbours of the current best few, until nothing new is left or time runs out.
+  void refine(const attention_sizes& a, tune_result& r) {
+    while (!out_of_time()) {
+      std::vector<std::string> next;
+      for (std::size_t i : ranking(r, std::size_t(o_.leaders))) {
+        const std::string& s = r.candidates[i].schedule;
+        if (s.starts_with("auto=")) continue;
+        for (const gen::flash_schedule& n : neighbours(gen::parse_flash_schedule(s, {}), a))
+          if (!tried_.contains(gen::to_string(n))) next.push_back(gen::to_string(n));
+      }
+      if (next.empty()) return;
+      r.planned += next.size();
+      for (const std::string& s : next) {
+        if (out_of_time()) return;
+        evaluate({s, "refine"}, r);
+      }
+    }
+  }
+
+  // Indices of ok candidates, fastest first (by their first measurement), at most n.
+  std::vector<std::size_t> ranking(const tune_result& r, std::size_t n) const {
+    std::vector<std::size_t> ok;
+    for (std::size_t i = 0; i < r.candidates.size(); ++i)
+      if (r.candidates[i].status == outcome::ok) ok.push_back(i);
+    std::sort(ok.begin(), ok.end(), [&](std::size_t x, std::size_t y) { return r.candidates[x].median_s < r.candidates[y].median_s; });
+    if (ok.size() > n) ok.resize(n);
+    return ok;
+  }
+
+  void evaluate(const std::pair<std::string, std::string>& what, tune_result& r) {
+    const std::size_t index = r.candidates.size();
+    candidate& c = r.candidates.emplace_back();
+    c.schedule = what.first;
+    c.origin = what.second;
+    if (!tried_.insert(c.schedule).second || (!default_schedule_.empty() && c.schedule == default_schedule_)) {
+      r.candidates.pop_back();  // the same kernel as one already measured
+      return;
+    }
+    jit_options opt = base_;
+    opt.schedule = c.schedule;
+    kernel_ptr k;
+    const auto t0 = clock::now();
+    try {
+      k = compiled_kernel::get(g_, opt);
+    } catch (const std::exception& e) {
+      fail(c, outcome::compile_failed, e.what());
+      return;
+    }
+    c.compile_s = last_compile_s_ = std::chrono::duration<double>(clock::now() - t0).count();
+    if (index == 0) c.schedule = k->schedule();  // the default's parameters, as compiled
+    tried_.insert(c.schedule);
+    outputs out;
+    try {
+      out = k->run(in_.views);  // also the warm-up run
+    } catch (const std::exception& e) {
+      fail(c, outcome::run_failed, e.what());
+      return;
+    }
+    if (o_.output_hook) o_.output_hook(c.schedule, std::span<float>(out.output.values()));
+    if (index == 0) {
+      reference_ = std::move(out.output);
+      result_ = tensor<float>(reference_.sizes());
+    } else if (const check_result chk = check_output(reference_.values(), out.output.values()); !chk.ok) {
+      fail(c, outcome::wrong, chk.describe());
+      return;
+    }
+    const tensor_view result = result_.view();
+    c.times = time_runs([&] { k->run_into(in_.views, result, nullptr); }, o_.timing, best_);
+    c.median_s = median(c.times);
+    c.status = outcome::ok;
+    medians_[index] = c.median_s;
+    keep_if_leader(index, k, r);
+    if (best_ == 0 || c.median_s < best_) best_ = c.median_s;
+    progress_.update(r.candidates.size(), r.planned, best_ * 1e3, left(), c.origin + " " + c.schedule);
+  }
+
+  void fail(candidate& c, outcome why, const std::string& message) {
+    c.status = why;
+    c.message = message.substr(0, message.find('\n'));
+    progress_.note(c.origin + " [" + c.schedule + "] " + to_string(why) + ": " + c.message.substr(0, 200));
+  }
+
+  // Compiled kernels are kept only for the default and the current leaders (memory).
+  void keep_if_leader(std::size_t index, const kernel_ptr& k, const tune_result& r) {
+    kept_[index] = k;
+    const std::vector<std::size_t> top = ranking(r, std::size_t(o_.leaders));
+    for (auto it = kept_.begin(); it != kept_.end();)
+      if (it->first != 0 && std::find(top.begin(), top.end(), it->first) == top.end()) it = kept_.erase(it);
+      else ++it;
+  }
+
+  void retime_leaders(tune_result& r) {
+    std::vector<std::size_t> who;
+    std::vector<std::function<void()>> fns;
+    const tensor_view result = result_.view();
+    for (const auto& [i, k] : kept_) {
+      who.push_back(i);
+      fns.push_back([this, k = k, result] { k->run_into(in_.views, result, nullptr); });
+    }
+    const std::vector<std::vector<double>> times = time_interleaved(fns, std::max(1, o_.rounds));
+    for (std::size_t j = 0; j < who.size(); ++j) r.candidates[who[j]].final_times = times[j];
+    r.chosen = 0;
+    for (std::size_t i : who)
+      if (r.candidates[i].seconds() < r.candidates[r.chosen].seconds()) r.chosen = i;
+  }
+
+  const ir::graph& g_;
+  const tune_options& o_;
+  clock::time_point start_;
+  jit_options base_;
+  kernel_inputs in_;
+  progress progress_;
+  tensor<float> reference_, result_;
+  std::string default_schedule_;
+  std::set<std::string> tried_;
+  std::map<std::size_t, kernel_ptr> kept_;
+  std::map<std::size_t, double> medians_;
+  double best_ = 0, last_compile_s_ = 0;
+};
+
+}  // namespace
+
+const char* to_string(outcome o) {
+  constexpr const char* names[] = {"ok", "compile failed", "run failed", "wrong output", "skipped"};
+  return names[int(o)];
+}
+
+double candidate::seconds() const { return final_times.empty() ? median_s : median(final_times); }
+
+tune_result tune(const ir::graph& g, const tune_options& o) { return search(g, o).run(); }
+
+tuning_record make_record(const tune_result& r, const tune_options& o) {
+  tuning_record rec;
+  rec.signature = r.signature;
+  rec.bucket = r.bucket;
+  rec.target = r.target;
+  rec.schedule = r.best().schedule;
+  rec.expression = r.expression;
+  for (const auto& [name, size] : o.sizes) rec.sizes += (rec.sizes.empty() ? "" : ",") + name + "=" + std::to_string(size);
+  rec.median_ms = r.best().seconds() * 1e3;
+  rec.default_ms = r.default_candidate().seconds() * 1e3;
+  rec.date = now_utc();
+  rec.attnforge_version = attnforge_version();
+  rec.halide_version = halide_version();
+  return rec;
+}
+
+}  // namespace attn::tune
