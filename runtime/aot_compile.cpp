@@ -1,5 +1,6 @@
 #include "aot_compile.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <Halide.h>
@@ -7,6 +8,7 @@
 #include "errors.hpp"
 #include "generators/pipeline.hpp"
 #include "lowering_choice.hpp"
+#include "tuned_schedule.hpp"
 
 namespace attn::aot {
 
@@ -106,7 +108,17 @@ files generate(const ir::graph& g, const options& o) {
 
   // One pipeline per target: vector widths and default tiles depend on it.
   auto pipeline_for = [&](const Halide::Target& target, std::vector<Halide::Argument>& args) {
-    gen::lowered l = gen::lower_and_schedule(g, bound, detail::choose_lowering(g, jo, bound, target), target);
+    // A tuning record for this kernel, its bound sizes and this target replaces the default
+    // schedule, as in the JIT (tuned_schedule.hpp); records naming an autoscheduler are not used here.
+    jit_options jt = jo;
+    jt.target = target.to_string();
+    jt.bind = o.bind;
+    if (detail::apply_tuning_record(g, jt, bound) && !jt.schedule.starts_with("auto="))
+      std::fprintf(stderr, "attn-gen: %s for %s uses the tuning record [%s]\n", o.name.c_str(), jt.target.c_str(),
+                   jt.schedule.c_str());
+    else
+      jt.schedule = jo.schedule;
+    gen::lowered l = gen::lower_and_schedule(g, bound, detail::choose_lowering(g, jt, bound, target), target);
     if (o.with_weights && !l.weights.defined()) throw argument_error("with_weights: the expression has no softmax");
     constrain(g, l, bound);
     args.assign(l.params.begin(), l.params.end());
