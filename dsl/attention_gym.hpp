@@ -19,6 +19,16 @@ constexpr auto remainder(const I& i, int n) { return i % n; }
 template <operand I>
 constexpr auto quotient(const I& i, int n) { return floor_div(i, n); }
 
+// (kx, ky) lies in the kernel_w × kernel_h window around (qx, qy) on a width × height grid, the
+// window shifted inward at the borders (NATTEN over tokens, STA over tiles).
+template <class A, class B, class C, class D>
+constexpr auto in_window_2d(const A& qx, const B& qy, const C& kx, const D& ky, int width, int height, int kernel_w,
+                            int kernel_h) {
+  const auto cx = min(max(qx, kernel_w / 2), (width - 1) - kernel_w / 2);
+  const auto cy = min(max(qy, kernel_h / 2), (height - 1) - kernel_h / 2);
+  return abs(cx - kx) <= kernel_w / 2 && abs(cy - ky) <= kernel_h / 2;
+}
+
 }  // namespace gym
 
 // Causal, plus `globals` leading tokens every query sees and that see every key (Longformer /
@@ -65,9 +75,7 @@ constexpr auto natten_2d(const S& scores, int width, int height, int kernel_w, i
   const auto qy = gym::quotient(q_idx, width);
   const auto kx = gym::remainder(kv_idx, width);
   const auto ky = gym::quotient(kv_idx, width);
-  const auto cx = min(max(qx, kernel_w / 2), (width - 1) - kernel_w / 2);
-  const auto cy = min(max(qy, kernel_h / 2), (height - 1) - kernel_h / 2);
-  return mask(scores, abs(cx - kx) <= kernel_w / 2 && abs(cy - ky) <= kernel_h / 2);
+  return mask(scores, gym::in_window_2d(qx, qy, kx, ky, width, height, kernel_w, kernel_h));
 }
 
 // Sliding tile attention (STA, 2-D): the canvas is cut into tiles of tile × tile tokens, tokens
@@ -82,9 +90,7 @@ constexpr auto sliding_tile_2d(const S& scores, int width, int height, int tile,
   const auto qy = gym::quotient(q_tile, tiles_w);
   const auto kx = gym::remainder(kv_tile, tiles_w);
   const auto ky = gym::quotient(kv_tile, tiles_w);
-  const auto cx = min(max(qx, kernel / 2), (tiles_w - 1) - kernel / 2);
-  const auto cy = min(max(qy, kernel / 2), (tiles_h - 1) - kernel / 2);
-  return mask(scores, abs(cx - kx) <= kernel / 2 && abs(cy - ky) <= kernel / 2);
+  return mask(scores, gym::in_window_2d(qx, qy, kx, ky, tiles_w, tiles_h, kernel, kernel));
 }
 
 // Block-causal (block diffusion, blockwise parallel decoding): blocks of `block` tokens attend
