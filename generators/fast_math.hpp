@@ -27,13 +27,18 @@ inline Halide::Expr vector_tanh(const Halide::Expr& x) {
 // About 16 vector instructions; Halide's exp takes about 22 (it also covers x > 0 and underflow).
 inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
   using namespace Halide;
-  const Expr n = round(max(x, -88.0f) * 1.44269504f);
+  // Adding 1.5·2^23 rounds t to an integer (to nearest) in the low bits of the sum: n as a float
+  // and as an integer in 2 instructions, no round or convert. Strict, so no rewrite folds it away.
+  const float magic = 12582912.0f;
+  const Expr shifted = strict_float(max(x, -88.0f) * 1.44269504f + magic);
+  const Expr n = strict_float(shifted - magic);
   const Expr r = (x - n * 0.693145751953125f) - n * 1.42860677e-6f;
   Expr p = 1.0f / 5040;
   for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = p * r + c;
-  // n is clamped before it becomes an integer: for NaN x the conversion stays defined (p is NaN).
-  const Expr two_to_n = reinterpret<float>((cast<int>(clamp(n, -127.0f, 0.0f)) + 127) << 23);  // 2^-127 -> 0
-  return p * two_to_n;
+  // n in [-127, 0] (x is clamped above), so n + 127 fits the exponent field; -127 gives 0. Unsigned
+  // arithmetic: for a NaN x the bits are garbage but defined, and p is NaN anyway.
+  const Expr n_plus_bias = reinterpret<uint32_t>(shifted) - Expr(0x4B400000u - 127u);  // 0x4B400000: magic's bits
+  return p * reinterpret<float>(n_plus_bias << 23);
 }
 
 }  // namespace attn::gen

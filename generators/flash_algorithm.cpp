@@ -142,8 +142,10 @@ class builder {
     const Expr p = st.prob(tile_args({st.keys.x}, f_.t));
     const Expr value = p_.value(lead_row_major(), f_.t * f_.kv_tile + st.keys.x, f_.dv);
     st.pv = Func(kind + "_pv");
-    st.pv(tile_args({f_.dv}, f_.t)) = 0.0f;
-    st.pv(tile_args({f_.dv}, f_.t)) += partial ? weighted(p, value) : p * value;
+    const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
+    st.pv(pv_at) = 0.0f;
+    if (partial) st.pv(pv_at) = accumulate_weighted(st.pv(pv_at), p, value);
+    else st.pv(pv_at) += p * value;
   }
 
   // state <- state ⊕ tile t: rescale both sides to the larger max (one exp: one factor is 1).

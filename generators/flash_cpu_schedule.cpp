@@ -32,12 +32,12 @@ void stage_right_operand(stage& st, const LoopLevel& at, const flash_schedule& s
   staged.compute_at(at).bound_storage(keys, s.kv_tile + s.vector).vectorize(keys, s.vector, TailStrategy::GuardWithIf);
 }
 
-void schedule_pairwise(stage& st, const LoopLevel& at, const flash_schedule& s) {
+void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s) {
   st.func.compute_at(at).store_at(at);
   st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
   if (st.kind == stage::product) {
     const bool staged = s.stage_kv && st.right_operand.defined();
-    if (staged) stage_right_operand(st, at, s);
+    if (staged) stage_right_operand(st, tile, s);
     register_tile(st.func.update(), st.vars[0], st.vars[1], st.reduction.x, s.vector, s.kv_vectors, s.q_unroll,
                   staged ? key_blocks_outside : rows_outside);
   } else if (st.kind == stage::softmax_row) {
@@ -48,10 +48,19 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const flash_schedule& s) 
 void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   const int v = s.vector;
   Stage u = f.state.update(step.update - 1);
-  u.reorder(f.dv, f.qi, step.r.x).vectorize(f.dv, v, TailStrategy::GuardWithIf);
-  const LoopLevel at(f.state, step.r.x);
+  u.vectorize(f.dv, v, TailStrategy::GuardWithIf);
+  const LoopLevel tile(f.state, step.r.x);
+  LoopLevel at = tile;
+  if (s.row_block > 0 && s.row_block < f.q_tile) {
+    const std::string kind = step.score.name();  // loop names unique per step
+    Var rows("rows_" + kind), row("row_" + kind);
+    u.split(f.qi, rows, row, s.row_block, TailStrategy::GuardWithIf).reorder(f.dv, row, rows, step.r.x);
+    at = LoopLevel(f.state, rows);
+  } else {
+    u.reorder(f.dv, f.qi, step.r.x);
+  }
 
-  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, s);
+  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s);
   for (Func per_key : {step.score, step.prob}) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
   for (Func lanes : {step.max_lanes, step.sum_lanes}) {
     lanes.compute_at(at).vectorize(f.lane);

@@ -13,6 +13,8 @@ struct flash_schedule {
   int kv_vectors = 4;   // vectors of keys per register tile in Q·Kᵀ
   int vector = 16;      // floats per vector
   int pv_keys = 0;      // P·V walks keys in blocks of this many (0: the whole key tile at once)
+  int row_block = 0;    // each key tile is walked in blocks of this many query rows: score, softmax
+                        // and P·V of one block while its scores are in L1 (0: the whole query tile)
   int stage_kv = 0;     // 1: copy each key tile of Kᵀ (a product's right operand) into a padded
                         // per-task buffer, walked key block by key block (no cache-set conflicts
                         // at power-of-two lengths); the copy costs about what it saves at Dh = 64

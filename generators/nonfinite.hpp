@@ -27,6 +27,12 @@ inline Halide::Expr weighted(const Halide::Expr& w, const Halide::Expr& x) {
   return Halide::select(Halide::strict_float(w == 0.0f), 0.0f, w * x);
 }
 
+// acc + w·x, leaving acc as it is where w is exactly 0: weighted()'s rule as an update, written
+// so that it compiles to one masked FMA per vector (a select around the sum, not inside it).
+inline Halide::Expr accumulate_weighted(const Halide::Expr& acc, const Halide::Expr& w, const Halide::Expr& x) {
+  return Halide::select(Halide::strict_float(w != 0.0f), acc + w * x, acc);
+}
+
 // A mask's predicate, evaluated without fast-math rewrites: index arithmetic in floats (q_idx / 6,
 // a reciprocal fused into a subtraction) must keep the same keys in every lowering and schedule.
 inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return Halide::strict_float(keep); }

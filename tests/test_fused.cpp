@@ -46,9 +46,9 @@ constexpr auto attention(const S& scores) { return combine(softmax(scores), v); 
 const std::vector<std::pair<index, index>> sizes = {{1, 1}, {7, 7}, {33, 33}, {257, 257}, {1000, 1000},
                                                     {7, 257}, {257, 33}, {1000, 1}};
 // The default (chosen per shape), and small odd tiles: many tiles, q_tile not a multiple of q_unroll,
-// P·V in key blocks that do not divide the tile; then Kᵀ staged per tile.
+// P·V in key blocks that do not divide the tile; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1).
 const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1 pv_keys=20",
-                                            "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1"};
+                                            "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2"};
 
 // keep(q, kv, head, len): len is the batch item's key length (N_K without key padding).
 using keep_fn = std::function<bool(index q, index kv, index head, index len)>;

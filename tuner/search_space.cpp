@@ -22,6 +22,7 @@ const std::vector<axis>& axes() {
       {&flash_schedule::kv_vectors, {2, 3, 4}, {1, 2, 3, 4, 5}},
       {&flash_schedule::pv_keys, {0, 64}, {0, 32, 64, 128}},
       {&flash_schedule::stage_kv, {0, 1}, {0, 1}},
+      {&flash_schedule::row_block, {0, 6, 8, 12}, {0, 3, 4, 6, 8, 12, 16, 24}},
   };
   return a;
 }
@@ -35,6 +36,7 @@ bool plausible(const flash_schedule& s, const attention_sizes& a) {
   return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && s.q_unroll * dv_vectors <= budget &&
          s.q_tile % s.q_unroll == 0 && s.kv_tile % (s.kv_vectors * s.vector) == 0 &&
          (s.pv_keys == 0 || (s.pv_keys < s.kv_tile && s.kv_tile % s.pv_keys == 0)) &&
+         (s.row_block == 0 || (s.row_block < s.q_tile && s.q_tile % s.row_block == 0 && s.row_block % s.q_unroll == 0)) &&
          s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 4 * a.vector) && s.q_tile <= std::max<std::int64_t>(ceil2(a.nq), 12);
 }
 
