@@ -18,6 +18,20 @@ VarOrRVar vectorize_and_parallelize(Func f, const std::vector<Var>& vars, int ve
   return outer;
 }
 
+// A transpose (the innermost two dims swapped) in square tiles of one vector: contiguous loads
+// and stores, transposed in registers, instead of a strided gather per vector.
+void transpose_in_tiles(Func f, const std::vector<Var>& vars, int vec) {
+  Var xi("xi"), yo("yo"), yi("yi");
+  f.split(vars[0], vars[0], xi, vec, TailStrategy::GuardWithIf)
+      .split(vars[1], yo, yi, vec, TailStrategy::GuardWithIf)
+      .reorder(xi, yi, vars[0], yo)
+      .vectorize(xi)
+      .unroll(yi);
+  std::vector<Var> outer{yo};
+  outer.insert(outer.end(), vars.begin() + 2, vars.end());
+  f.parallel(fuse_all(f, outer));
+}
+
 }  // namespace
 
 void schedule_cpu(lowered& l, const Target& target) {
@@ -28,7 +42,8 @@ void schedule_cpu(lowered& l, const Target& target) {
     f.compute_root();
     switch (st.kind) {
       case lowered::stage::layout:
-        vectorize_and_parallelize(f, v, vec);
+        if (v.size() >= 2) transpose_in_tiles(f, v, vec);
+        else vectorize_and_parallelize(f, v, vec);
         break;
       case lowered::stage::product: {
         // Register-tiled (matmul_schedule.hpp); the product then lives in the returned Func.

@@ -63,7 +63,7 @@ class builder {
     if (f_.batched) at.push_back(f_.batch);
     const FuncRef s = f_.state(at);
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    f_.output(out) = normalise(s[2], s[1]);
+    f_.output(out) = s[2] * reciprocal_or_zero(s[1]);
     return f_;
   }
 

@@ -67,6 +67,10 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
   }
   for (Func row : {step.max, step.sum}) row.compute_at(at);
+  // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
+  // which would put the buffers on the heap (a malloc per tile); they are 1.
+  for (Func per_tile : {step.score, step.prob, step.max_lanes, step.sum_lanes, step.max, step.sum, step.pv})
+    per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
   // P·V: dv in registers (⌈Dv / vector⌉ vectors) × q_unroll rows, keys outside.
   const int dv_vectors = f.dv_size > 0 ? (f.dv_size + v - 1) / v : 4;
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
@@ -102,7 +106,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   out.parallel(task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
 
-  f.state.compute_at(out, task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+  f.state.compute_at(out, task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf).bound_storage(f.qt, 1);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
 }

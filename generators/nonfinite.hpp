@@ -58,4 +58,10 @@ inline Halide::Expr normalise(const Halide::Expr& numerator, const Halide::Expr&
   return Halide::strict_float(Halide::select(sum == 0.0f, 0.0f, numerator / sum));
 }
 
+// The same as a factor: 1 / sum, 0 when the sum is 0, NaN when it is NaN. One division per row
+// instead of one per element (a vector division costs about 16 cycles).
+inline Halide::Expr reciprocal_or_zero(const Halide::Expr& sum) {
+  return Halide::strict_float(Halide::select(sum == 0.0f, 0.0f, 1.0f / sum));
+}
+
 }  // namespace attn::gen
