@@ -62,8 +62,11 @@ class builder {
     for (const Var& v : f_.lead) at.push_back(v);
     if (f_.batched) at.push_back(f_.batch);
     const FuncRef s = f_.state(at);
+    // The running max and sum are the same in every dv lane: the row's sum is read once, at dv 0.
+    at.front() = 0;
+    const Expr row_sum = f_.state(at)[1];
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    f_.output(out) = s[2] * reciprocal_or_zero(s[1]);
+    f_.output(out) = s[2] * reciprocal_or_zero(row_sum);
     return f_;
   }
 

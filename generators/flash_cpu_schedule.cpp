@@ -75,6 +75,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   const int dv_vectors = f.dv_size > 0 ? (f.dv_size + v - 1) / v : 4;
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
   Stage pv = step.pv.update();
+  const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
   if (s.pv_keys > 0 && s.pv_keys < f.kv_tile) {
     // Keys in blocks whose rows of V stay in L1 while every register tile of rows uses them.
     RVar ko("pv_ko"), ki("pv_ki");
@@ -82,13 +83,13 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     pv.split(step.keys.x, ko, ki, s.pv_keys)
         .split(f.dv, dvo, dvi, v * dv_vectors, TailStrategy::GuardWithIf)
         .split(dvi, dvi, dvv, v, TailStrategy::GuardWithIf)
-        .split(f.qi, qo, qi, s.q_unroll, TailStrategy::GuardWithIf)
+        .split(f.qi, qo, qi, pv_rows, TailStrategy::GuardWithIf)
         .reorder(dvv, dvi, qi, ki, dvo, qo, ko)
         .vectorize(dvv)
         .unroll(dvi)
         .unroll(qi);
   } else {
-    register_tile(pv, f.dv, f.qi, step.keys.x, v, dv_vectors, s.q_unroll);
+    register_tile(pv, f.dv, f.qi, step.keys.x, v, dv_vectors, pv_rows);
   }
 }
 

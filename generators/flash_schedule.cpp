@@ -18,6 +18,7 @@ constexpr field fields[] = {
     {"q_unroll", &flash_schedule::q_unroll, 1, 32},     {"kv_vectors", &flash_schedule::kv_vectors, 1, 16},
     {"vector", &flash_schedule::vector, 1, 64},         {"stage_kv", &flash_schedule::stage_kv, 0, 1},
     {"pv_keys", &flash_schedule::pv_keys, 0, 65536},    {"row_block", &flash_schedule::row_block, 0, 4096},
+    {"pv_rows", &flash_schedule::pv_rows, 0, 32},
 };
 
 }  // namespace
@@ -67,10 +68,18 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   // Register tiles of 24 accumulators (of 32 vector registers on AVX-512): Q·Kᵀ is q_unroll rows
   // × kv_vectors vectors of keys; P·V is q_unroll rows × ⌈Dv / vector⌉ vectors.
   const std::int64_t dv_vectors = dv > 0 ? (dv + vector - 1) / vector : 4;
-  s.q_unroll = dv_vectors > 4 ? 3 : 6;
+  s.q_unroll = 6;
   s.kv_vectors = 4;
   // Softmax passes over one register tile's rows while their scores are in L1 (~10% at T = 2048).
-  s.row_block = dv_vectors > 4 ? 6 : s.q_unroll;
+  s.row_block = s.q_unroll;
+  if (dv_vectors > 4) {
+    // Wide V (Dh = 128: 8 vectors a row): fewer rows per P·V register tile, and V in blocks of 32
+    // keys (16 KiB) that stay in L1 for the 4 register tiles of a 12-row block, so P·V is not
+    // bound by L2 bandwidth (~20% at T = 2048, Dh = 128).
+    s.pv_rows = static_cast<int>(std::max<std::int64_t>(1, 24 / dv_vectors));
+    s.row_block = 2 * s.q_unroll;
+    s.pv_keys = 32;
+  }
   return s;
 }
 

@@ -12,6 +12,7 @@ struct flash_schedule {
   int q_unroll = 6;     // query rows per register tile, in Q·Kᵀ and in P·V
   int kv_vectors = 4;   // vectors of keys per register tile in Q·Kᵀ
   int vector = 16;      // floats per vector
+  int pv_rows = 0;      // query rows per register tile in P·V (0: q_unroll)
   int pv_keys = 0;      // P·V walks keys in blocks of this many (0: the whole key tile at once)
   int row_block = 0;    // each key tile is walked in blocks of this many query rows: score, softmax
                         // and P·V of one block while its scores are in L1 (0: the whole query tile)

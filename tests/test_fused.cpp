@@ -46,8 +46,8 @@ constexpr auto attention(const S& scores) { return combine(softmax(scores), v); 
 const std::vector<std::pair<index, index>> sizes = {{1, 1}, {7, 7}, {33, 33}, {257, 257}, {1000, 1000},
                                                     {7, 257}, {257, 33}, {1000, 1}};
 // The default (chosen per shape), and small odd tiles: many tiles, q_tile not a multiple of q_unroll,
-// P·V in key blocks that do not divide the tile; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1).
-const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1 pv_keys=20",
+// P·V in key blocks that do not divide the tile, row blocks and P·V row tiles with tails; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1).
+const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
                                             "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2"};
 
 // keep(q, kv, head, len): len is the batch item's key length (N_K without key padding).
@@ -163,13 +163,41 @@ BOOST_AUTO_TEST_CASE(modifiers) {
                        {"relative bias", {}, [](double x, ref::index i, ref::index j, ref::index) { return x + 0.05 * double(j - i); }});
 }
 
+BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
+  // Dh = 128 gets its own default (P·V row tiles of 3, V in key blocks, row blocks of 12): the
+  // fused kernel against the double reference, causal, N = 203 (tails everywhere).
+  constexpr auto D = dim<"Dw", 128>;
+  constexpr auto N = dim<"N">;
+  constexpr auto qw = input<"q">(N, D);
+  constexpr auto kw = input<"k">(N, D);
+  constexpr auto vw = input<"v">(N, D);
+  const auto kern = attn::jit(combine(softmax(causal(scaled_scores(qw, kw))), vw));
+  BOOST_TEST(kern.compiled().describe().find("pv_rows=3") != std::string::npos, kern.compiled().describe());
+  std::mt19937 rng(17);
+  const ref::index n = 203;
+  const tensor<float> tq = ref::random_tensor({n, 128}, rng, 2.0f), tk = ref::random_tensor({n, 128}, rng, 2.0f),
+                      tv = ref::random_tensor({n, 128}, rng);
+  const auto as_mat = [&](const tensor<float>& t, auto zero) {
+    mat<decltype(zero)> m(n, 128);
+    for (ref::index i = 0; i < n * 128; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<decltype(zero)>(t.data()[i]);
+    return m;
+  };
+  const ref::mask_pred keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
+  const auto want = [&](auto zero) {
+    return ref::scaled_dot_product(as_mat(tq, zero), as_mat(tk, zero), as_mat(tv, zero), ref::inv_sqrt(128), keep, {}, 0).output;
+  };
+  const tensor<float> out = kern(tq, tk, tv);
+  const ref::comparison cmp = ref::compare(out.data(), n * 128, want(0.0), want(0.0f));
+  BOOST_TEST(cmp.ok, cmp.describe());
+}
+
 namespace {
 
 // A kernel whose inputs are rank-2 items (N, width) and weights (rows, cols), compared with a
 // reference of plain matrices, over sizes with many tiles.
 template <class K, class Reference>
-void expect_rank2_reference(const K& kern, const std::vector<std::vector<index>>& inputs, const std::vector<float>& scales,
-                            const Reference& reference, index out_cols, const std::string& what) {
+void expect_rank2_reference(const K& kern, const std::vector<std::vector<ref::index>>& inputs, const std::vector<float>& scales,
+                            const Reference& reference, ref::index out_cols, const std::string& what) {
   std::mt19937 rng(5);
   std::vector<tensor<float>> t;
   for (std::size_t i = 0; i < inputs.size(); ++i) t.push_back(ref::random_tensor(inputs[i], rng, scales[i]));

@@ -174,8 +174,13 @@ BOOST_AUTO_TEST_CASE(search_space_is_pruned) {
   const attn::gen::flash_schedule d = attn::gen::default_flash_schedule(1024, 1024, 64, 16);
   for (const auto& n : attn::tune::neighbours(d, a)) BOOST_TEST(attn::tune::plausible(n, a));
   BOOST_TEST(!attn::tune::neighbours(d, a).empty());
-  // Dh = 128: 8 vectors of V per row, so at most 3 rows per register tile.
-  for (const auto& s : attn::tune::pruned_grid({1024, 1024, 128, 16})) BOOST_TEST(s.q_unroll <= 3);
+  const attn::tune::attention_sizes wide{1024, 1024, 128, 16};
+  BOOST_TEST(attn::tune::plausible(attn::gen::default_flash_schedule(1024, 1024, 128, 16), wide));
+  // Dh = 128: 8 vectors of V per row, so at most 3 rows per P·V register tile.
+  for (const auto& s : attn::tune::pruned_grid({1024, 1024, 128, 16})) BOOST_TEST((s.pv_rows > 0 ? s.pv_rows : s.q_unroll) <= 3);
+  // Every row block is whole register tiles of a query tile it divides.
+  for (const auto& s : grid)
+    if (s.row_block > 0) BOOST_TEST((s.q_tile % s.row_block == 0 && s.row_block % s.q_unroll == 0));
 }
 
 BOOST_AUTO_TEST_CASE(output_check_catches_wrong_results) {
@@ -247,7 +252,7 @@ BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
   o.sizes = {{"T", 100}};
   auto rec = attn::tune::make_record(r, o);
   BOOST_TEST(rec.median_ms <= rec.default_ms);
-  rec.schedule = "q_tile=12 kv_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0 row_block=0";  // recognisable
+  rec.schedule = "q_tile=12 kv_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0 row_block=0 pv_rows=0";  // recognisable
   attn::write_tuning_records(file, {rec});
   const db_env env(file);
 

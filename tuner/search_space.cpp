@@ -20,9 +20,10 @@ const std::vector<axis>& axes() {
       {&flash_schedule::kv_tile, {64, 128, 192, 256, 384, 512}, {32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024}},
       {&flash_schedule::q_unroll, {3, 4, 6, 8}, {2, 3, 4, 5, 6, 7, 8}},
       {&flash_schedule::kv_vectors, {2, 3, 4}, {1, 2, 3, 4, 5}},
-      {&flash_schedule::pv_keys, {0, 64}, {0, 32, 64, 128}},
+      {&flash_schedule::pv_keys, {0, 32, 64}, {0, 16, 32, 64, 128}},
       {&flash_schedule::stage_kv, {0, 1}, {0, 1}},
       {&flash_schedule::row_block, {0, 6, 8, 12}, {0, 3, 4, 6, 8, 12, 16, 24}},
+      {&flash_schedule::pv_rows, {0, 3}, {0, 1, 2, 3, 4, 6}},
   };
   return a;
 }
@@ -33,7 +34,8 @@ bool plausible(const flash_schedule& s, const attention_sizes& a) {
   const int budget = a.vector >= 16 ? 28 : 14;
   const std::int64_t dv_vectors = a.dv > 0 ? (a.dv + a.vector - 1) / a.vector : 4;
   const auto ceil2 = [](std::int64_t n) { return n > 0 ? std::int64_t(std::bit_ceil(std::uint64_t(n))) : std::int64_t(1) << 40; };
-  return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && s.q_unroll * dv_vectors <= budget &&
+  const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
+  return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && pv_rows * dv_vectors <= budget &&
          s.q_tile % s.q_unroll == 0 && s.kv_tile % (s.kv_vectors * s.vector) == 0 &&
          (s.pv_keys == 0 || (s.pv_keys < s.kv_tile && s.kv_tile % s.pv_keys == 0)) &&
          (s.row_block == 0 || (s.row_block < s.q_tile && s.q_tile % s.row_block == 0 && s.row_block % s.q_unroll == 0)) &&
