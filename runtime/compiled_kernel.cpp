@@ -17,6 +17,7 @@
 #include "private_temp_dir.hpp"
 #include "target_check.hpp"
 #include "tensor_checks.hpp"
+#include "scratch_memory.hpp"
 #include "tuned_schedule.hpp"
 
 namespace attn {
@@ -54,6 +55,8 @@ struct error_context : Halide::JITUserContext {
     handlers.custom_error = [](Halide::JITUserContext* ctx, const char* msg) {
       static_cast<error_context*>(ctx)->message += msg;
     };
+    handlers.custom_malloc = [](Halide::JITUserContext*, std::size_t bytes) { return detail::scratch_malloc(bytes); };
+    handlers.custom_free = [](Halide::JITUserContext*, void* p) { detail::scratch_free(p); };
   }
 };
 

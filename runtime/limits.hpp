@@ -18,4 +18,10 @@ std::size_t kernel_cache_limit();
 void set_memory_budget(std::int64_t bytes);
 std::int64_t memory_budget();
 
+// Most bytes of freed kernel intermediates (blocks of 1 MiB and more) kept for reuse by later calls,
+// instead of being returned to the system and faulted in again (runtime/scratch_memory.hpp).
+// Default: 512 MiB, or the environment variable ATTN_SCRATCH_CACHE (bytes). 0 keeps nothing.
+void set_scratch_cache_limit(std::size_t bytes);
+std::size_t scratch_cache_limit();
+
 }  // namespace attn

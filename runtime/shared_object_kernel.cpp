@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include "errors.hpp"
+#include "scratch_memory.hpp"
 
 extern char** environ;
 
@@ -41,7 +42,7 @@ std::string linker() {
 void link_shared(const std::filesystem::path& object, const std::filesystem::path& so_path) {
   const std::filesystem::path script = so_path.parent_path() / "exports.map", log = so_path.parent_path() / "link.log";
   std::ofstream(script) << "{ global: " << entry << "; " << entry << "_argv; " << entry
-                        << "_metadata; halide_set_error_handler; local: *; };\n";
+                        << "_metadata; halide_set_error_handler; halide_set_custom_malloc; halide_set_custom_free; local: *; };\n";
   const std::string cmd = linker();
   std::vector<std::string> args{cmd, "-shared", "-o", so_path.string(), object.string(),
                                 "-Wl,--version-script=" + script.string(), "-lpthread", "-ldl", "-lm"};
@@ -77,6 +78,13 @@ std::shared_ptr<const shared_object_kernel> shared_object_kernel::load(const std
   if (metadata()->num_arguments != static_cast<int>(buffers) + 1)
     throw error("kernel takes " + std::to_string(metadata()->num_arguments - 1) + " tensors, expected " + std::to_string(buffers));
   set_handler(&collect_error);  // this object's own runtime: affects no other kernel
+  // Its intermediates come from the scratch cache, as the JIT's do (scratch_memory.hpp).
+  const auto set_malloc = reinterpret_cast<halide_malloc_t (*)(halide_malloc_t)>(dlsym(handle, "halide_set_custom_malloc"));
+  const auto set_free = reinterpret_cast<halide_free_t (*)(halide_free_t)>(dlsym(handle, "halide_set_custom_free"));
+  if (set_malloc != nullptr && set_free != nullptr) {
+    set_malloc([](void*, std::size_t bytes) { return scratch_malloc(bytes); });
+    set_free([](void*, void* p) { scratch_free(p); });
+  }
   return std::shared_ptr<const shared_object_kernel>(new shared_object_kernel(fn));
 }
 

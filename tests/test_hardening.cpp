@@ -19,6 +19,7 @@
 #include "runtime/halide_errors.hpp"
 #include "runtime/jit.hpp"
 #include "runtime/limits.hpp"
+#include "runtime/scratch_memory.hpp"
 
 namespace {
 
@@ -397,4 +398,71 @@ BOOST_AUTO_TEST_CASE(lengths_outside_0_n_are_clamped) {
   const tensor<float> clamped = k(Q, K, V, lens(5, 0)), outside = k(Q, K, V, lens(1000, -7));
   BOOST_CHECK(clamped.values() == outside.values());
   for (ref::index i = 0; i < 9; ++i) BOOST_CHECK_EQUAL(outside.data()[9 + i], 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(large_intermediates_are_reused_and_aligned) {
+  using attn::detail::scratch_cached_bytes;
+  using attn::detail::scratch_free;
+  using attn::detail::scratch_malloc;
+  const std::size_t saved = attn::scratch_cache_limit();
+  attn::set_scratch_cache_limit(std::size_t(64) << 20);
+  const std::size_t mib = std::size_t(1) << 20, before = scratch_cached_bytes();
+  auto* a = static_cast<unsigned char*>(scratch_malloc(3 * mib));
+  BOOST_REQUIRE(a != nullptr);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(a) % 128 == 0u);
+  std::fill(a, a + 3 * mib, 7);
+  scratch_free(a);
+  BOOST_TEST(scratch_cached_bytes() >= before + 3 * mib);
+  // A block of about the same size is the kept one; a much smaller one is not.
+  void* b = scratch_malloc(3 * mib - 1000);
+  BOOST_TEST(b == static_cast<void*>(a));
+  void* small = scratch_malloc(mib);
+  BOOST_TEST(small != b);
+  scratch_free(small);
+  scratch_free(b);
+  // Over the limit: nothing kept beyond it.
+  attn::set_scratch_cache_limit(2 * mib);
+  BOOST_TEST(scratch_cached_bytes() <= 2 * mib);
+  void* huge = scratch_malloc(5 * mib);
+  scratch_free(huge);
+  BOOST_TEST(scratch_cached_bytes() <= 2 * mib);
+  attn::set_scratch_cache_limit(0);
+  BOOST_TEST(scratch_cached_bytes() == 0u);
+  BOOST_TEST(scratch_malloc(SIZE_MAX - 10) == nullptr);
+  attn::set_scratch_cache_limit(saved);
+}
+
+BOOST_AUTO_TEST_CASE(scratch_memory_from_several_threads) {
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &bad] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      for (int i = 0; i < 200; ++i) {
+        const std::size_t n = (std::size_t(1) << 20) + rng() % (std::size_t(3) << 20);
+        auto* p = static_cast<unsigned char*>(attn::detail::scratch_malloc(n));
+        std::fill(p, p + n, static_cast<unsigned char>(t));
+        if (p[0] != t || p[n - 1] != t) ++bad;
+        attn::detail::scratch_free(p);
+      }
+    });
+  for (auto& th : threads) th.join();
+  BOOST_TEST(bad.load() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(kernels_do_not_depend_on_fresh_intermediates) {
+  // The second call gets the first call's freed (dirty) intermediates back: same result, bit for bit.
+  constexpr auto E = dim<"E", 64>;
+  constexpr auto H = head_dim<"H", 4>;
+  constexpr auto xs = input<"xs">(T, E);
+  const auto k = attn::jit(variants::multi_head_self_attention(xs, weight<"wq">(E, E), weight<"wk">(E, E), weight<"wv">(E, E),
+                                                                weight<"wo">(E, E), H));
+  std::mt19937 rng(23);
+  const tensor<float> X = ref::random_tensor({4099, 64}, rng), WQ = ref::random_tensor({64, 64}, rng, 0.2f),
+                      WK = ref::random_tensor({64, 64}, rng, 0.2f), WV = ref::random_tensor({64, 64}, rng),
+                      WO = ref::random_tensor({64, 64}, rng);
+  const tensor<float> first = k(X, WQ, WK, WV, WO);
+  BOOST_TEST(attn::detail::scratch_cached_bytes() > 0u);
+  const tensor<float> second = k(X, WQ, WK, WV, WO);
+  BOOST_CHECK(first.values() == second.values());
 }
