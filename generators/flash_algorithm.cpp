@@ -109,9 +109,12 @@ class builder {
   void define_step(flash_step& st, const std::string& step, bool partial) {
     const std::string kind = step + p_.suffix;
     const int v = f_.vector;
-    const Expr q = f_.qt * f_.q_tile + f_.qi;
+    // Rows and keys past the ends of the last tiles read the last row and key: intermediates with
+    // a static or bound size (a projection of one token, T bound to 9) cannot be read beyond it.
+    // Those rows are never stored; those keys are masked below (kv < nk).
+    const Expr q = min(f_.qt * f_.q_tile + f_.qi, p_.nq - 1);
     const Expr kv = f_.t * f_.kv_tile + f_.kvi;
-    const flash_problem::scored sc = p_.score(lead_row_major(), q, kv, st.pairwise);
+    const flash_problem::scored sc = p_.score(lead_row_major(), q, min(kv, p_.nk - 1), st.pairwise);
     Expr keep = is_kept_score(sc.score);
     if (partial) keep = exact_predicate(sc.keep) && kv < p_.nk && keep;
 
@@ -143,7 +146,7 @@ class builder {
 
     // P·V. In partial tiles a masked key's value is never multiplied (0·NaN would be NaN).
     const Expr p = st.prob(tile_args({st.keys.x}, f_.t));
-    const Expr value = p_.value(lead_row_major(), f_.t * f_.kv_tile + st.keys.x, f_.dv);
+    const Expr value = p_.value(lead_row_major(), min(f_.t * f_.kv_tile + st.keys.x, p_.nk - 1), f_.dv);
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     st.pv(pv_at) = 0.0f;

@@ -466,3 +466,18 @@ BOOST_AUTO_TEST_CASE(kernels_do_not_depend_on_fresh_intermediates) {
   const tensor<float> second = k(X, WQ, WK, WV, WO);
   BOOST_CHECK(first.values() == second.values());
 }
+
+BOOST_AUTO_TEST_CASE(bound_sizes_smaller_than_a_tile_run) {
+  // T bound to 9 (and a static one-row query): the products are sized exactly, and the fused
+  // kernel's tiles (12 query rows, 64 keys) must not read them past their last row.
+  constexpr auto E = dim<"E", 16>;
+  constexpr auto xs = input<"xs">(T, E);
+  const auto layer = variants::causal_self_attention(xs, weight<"wq">(E, E), weight<"wk">(E, E), weight<"wv">(E, E));
+  std::mt19937 rng(31);
+  const tensor<float> X = ref::random_tensor({9, 16}, rng), WQ = ref::random_tensor({16, 16}, rng, 0.3f),
+                      WK = ref::random_tensor({16, 16}, rng, 0.3f), WV = ref::random_tensor({16, 16}, rng);
+  const tensor<float> bound = attn::jit(layer, {.bind = {T = 9}})(X, WQ, WK, WV);
+  const tensor<float> generic = attn::jit(layer, {.path = attn::lowering::generic})(X, WQ, WK, WV);
+  for (std::size_t i = 0; i < bound.values().size(); ++i)
+    BOOST_TEST(std::abs(bound.values()[i] - generic.values()[i]) < 1e-5f);
+}

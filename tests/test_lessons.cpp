@@ -131,6 +131,47 @@ BOOST_AUTO_TEST_CASE(shapes_T4_d8) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(training_vs_autoregressive_inference) {
+  // Seed 001 §5: step t of inference (one query, a growing key/value cache) reproduces row t of
+  // the causal training output; the cache holds t + 1 rows after step t.
+  const auto r = lessons::run("lesson_training_vs_inference", "training_vs_inference");
+  const auto& j = r.record;
+  const mat<double> X = matrix(j["x"]), WQ = matrix(j["wq"]), WK = matrix(j["wk"]), WV = matrix(j["wv"]);
+  const ref::mask_pred causal = [](ref::index i, ref::index k, ref::index) { return k <= i; };
+  const mat<double> want = ref::scaled_dot_product(ref::matmul(X, WQ), ref::matmul(X, WK), ref::matmul(X, WV),
+                                                   ref::inv_sqrt(8), causal, {}, 0)
+                               .output;
+  BOOST_TEST(max_difference(matrix(j["training_output"]), want) < 1e-5);
+  const std::int64_t n = j["tokens"].get<std::int64_t>();
+  BOOST_REQUIRE_EQUAL(j["steps"].size(), static_cast<std::size_t>(n));
+  double with_cache = 0;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const auto& step = j["steps"][static_cast<std::size_t>(t)];
+    BOOST_TEST_CONTEXT("step " << t) {
+      BOOST_TEST(step["cache_rows"].get<std::int64_t>() == t + 1);
+      const mat<double> y = matrix(step["output"]);
+      double d = 0;
+      for (ref::index c = 0; c < 8; ++c) d = std::max(d, std::abs(y.a[static_cast<std::size_t>(c)] - want.a[static_cast<std::size_t>(t * 8 + c)]));
+      BOOST_TEST(d < 1e-5);
+      // The newest key is the token's projection x_t·W_K.
+      const mat<double> k = matrix(step["newest_key"]), k_want = ref::matmul(X, WK);
+      for (ref::index c = 0; c < 8; ++c)
+        BOOST_TEST(std::abs(k.a[static_cast<std::size_t>(c)] - k_want.a[static_cast<std::size_t>(t * 8 + c)]) < 1e-5);
+      // One step's work with S = t + 1 cached keys: three projections of one token (3·d²), scores and
+      // α·V (2·S·d), scale and softmax (2·S).
+      const double s = static_cast<double>(t + 1), d_model = 8;
+      BOOST_TEST(step["work"].get<double>() == 3 * d_model * d_model + 2 * s * d_model + 2 * s);
+      with_cache += step["work"].get<double>();
+    }
+  }
+  BOOST_TEST(j["work_with_cache"].get<double>() == with_cache);
+  // Without a cache every step redoes the whole prefix: several times the work.
+  BOOST_TEST(j["work_without_cache"].get<double>() > 3 * with_cache);
+  BOOST_TEST(j["work_at_once"].get<double>() > 0.0);
+  require_picture(r, "training_weights.png");
+  require_picture(r, "inference_cost.png");
+}
+
 BOOST_AUTO_TEST_CASE(cost_of_the_seeds_worked_example) {
   const auto r = lessons::run("lesson_cost", "cost");
   const auto& j = r.record;
