@@ -98,8 +98,12 @@ class search {
     }
     r.planned = 1 + queue.size();
     const std::size_t autos = o_.autoschedulers.size();
-    for (std::size_t i = 0; i < queue.size() && !out_of_time(); ++i) {
-      if (i >= autos && elapsed() > 0.6 * o_.budget_seconds) break;  // leave time to refine
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      // The first searched candidate is always tried, so a search compares at least two kernels
+      // even when the default's compile took most of a small budget (a loaded machine).
+      const bool first_searched = i == autos;
+      if (!first_searched && out_of_time()) break;
+      if (i > autos && elapsed() > 0.6 * o_.budget_seconds) break;  // leave time to refine
       evaluate(queue[i], r);
     }
     if (o_.search) refine(a, r);

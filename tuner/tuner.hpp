@@ -3,7 +3,8 @@
 // autoschedulers) for one expression at concrete sizes on one target, within a time budget.
 //   1. the default schedule (always a candidate: the result is never slower in these measurements);
 //   2. each autoscheduler asked for;
-//   3. a pruned grid (search_space.hpp) in a seeded random order, until ~60 % of the budget;
+//   3. a pruned grid (search_space.hpp) in a seeded random order, until ~60 % of the budget
+//      (its first candidate always, even past the budget: a search compares at least two kernels);
 //   4. local refinement: neighbours of the best few, until the budget less the re-timing's share;
 //   5. the leaders and the default re-timed in interleaved rounds; the fastest median is chosen.
 // Every candidate's output is checked against the default's before it is timed (output_check.hpp);
