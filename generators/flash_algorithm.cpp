@@ -40,7 +40,8 @@ class builder {
     // Full tiles: every key kept. Partial tiles: some kept. Halide turns the predicates into
     // loop bounds where it can and guards each tile's work with them otherwise, so a skipped
     // tile costs a comparison.
-    f_.full.r = RDom(0, tiles, "full_tile" + p_.suffix);
+    // Full tiles lie inside the keys: bounds inference sees no key past the last (T bound to 9).
+    f_.full.r = RDom(0, p_.nk / f_.kv_tile, "full_tile" + p_.suffix);
     const kv_tile_ranges full = tile_ranges(f_.full.r.x);
     f_.full.r.where(full.lo <= f_.full.r.x && f_.full.r.x < full.hi && full.all);
     f_.partial.r = RDom(0, tiles, "partial_tile" + p_.suffix);
@@ -109,12 +110,15 @@ class builder {
   void define_step(flash_step& st, const std::string& step, bool partial) {
     const std::string kind = step + p_.suffix;
     const int v = f_.vector;
-    // Rows and keys past the ends of the last tiles read the last row and key: intermediates with
-    // a static or bound size (a projection of one token, T bound to 9) cannot be read beyond it.
-    // Those rows are never stored; those keys are masked below (kv < nk).
-    const Expr q = min(f_.qt * f_.q_tile + f_.qi, p_.nq - 1);
+    // Whole tiles, past the last row and key. Rows past the last query are computed from the
+    // last row (the per-tile products read their left operand inside it, lower.cpp) and never
+    // stored. Keys past the last key, in partial tiles only, read the last key (an intermediate
+    // of static or bound size cannot be read beyond it) and are masked below (kv < nk); full
+    // tiles lie inside the keys (mask_bounds.hpp). Unclamped, the products' tiles have a static size.
+    const Expr q = f_.qt * f_.q_tile + f_.qi;
     const Expr kv = f_.t * f_.kv_tile + f_.kvi;
-    const flash_problem::scored sc = p_.score(lead_row_major(), q, min(kv, p_.nk - 1), st.pairwise);
+    const auto key = [&](const Expr& k) { return partial ? min(k, p_.nk - 1) : k; };
+    const flash_problem::scored sc = p_.score(lead_row_major(), q, key(kv), st.pairwise);
     Expr keep = is_kept_score(sc.score);
     if (partial) keep = exact_predicate(sc.keep) && kv < p_.nk && keep;
 
@@ -146,7 +150,7 @@ class builder {
 
     // P·V. In partial tiles a masked key's value is never multiplied (0·NaN would be NaN).
     const Expr p = st.prob(tile_args({st.keys.x}, f_.t));
-    const Expr value = p_.value(lead_row_major(), min(f_.t * f_.kv_tile + st.keys.x, p_.nk - 1), f_.dv);
+    const Expr value = p_.value(lead_row_major(), key(f_.t * f_.kv_tile + st.keys.x), f_.dv);
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     st.pv(pv_at) = 0.0f;

@@ -32,8 +32,10 @@ void stage_right_operand(stage& st, const LoopLevel& at, const flash_schedule& s
   staged.compute_at(at).bound_storage(keys, s.kv_tile + s.vector).vectorize(keys, s.vector, TailStrategy::GuardWithIf);
 }
 
-void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s) {
-  st.func.compute_at(at).store_at(at);
+void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s, int rows) {
+  // At most one tile's keys and one block's rows: without the bound, the clamps at the last
+  // row and key make Halide size it dynamically (a heap allocation per block).
+  st.func.compute_at(at).store_at(at).bound_storage(st.vars[0], s.kv_tile).bound_storage(st.vars[1], rows);
   st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
   if (st.kind == stage::product) {
     const bool staged = s.stage_kv && st.right_operand.defined();
@@ -51,7 +53,8 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   u.vectorize(f.dv, v, TailStrategy::GuardWithIf);
   const LoopLevel tile(f.state, step.r.x);
   LoopLevel at = tile;
-  if (s.row_block > 0 && s.row_block < f.q_tile) {
+  const bool row_blocks = s.row_block > 0 && s.row_block < f.q_tile;
+  if (row_blocks) {
     const std::string kind = step.score.name();  // loop names unique per step
     Var rows("rows_" + kind), row("row_" + kind);
     u.split(f.qi, rows, row, s.row_block, TailStrategy::GuardWithIf).reorder(f.dv, row, rows, step.r.x);
@@ -60,7 +63,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     u.reorder(f.dv, f.qi, step.r.x);
   }
 
-  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s);
+  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s, row_blocks ? s.row_block : f.q_tile);
   for (Func per_key : {step.score, step.prob}) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
   for (Func lanes : {step.max_lanes, step.sum_lanes}) {
     lanes.compute_at(at).vectorize(f.lane);

@@ -367,7 +367,7 @@ class lowering {
     } else {  // (.., M, K)·(.., K, N), leading dims broadcast
       std::vector<Expr> lead(idx.begin(), idx.end() - 2);
       ia = lead_index(sa, lead);
-      ia.push_back(idx[idx.size() - 2]);
+      ia.push_back(row_inside(n, sa, idx[idx.size() - 2]));
       ia.push_back(k);
       ib = lead_index(sb, lead);
       ib.push_back(k);
@@ -378,6 +378,15 @@ class lowering {
     // Weights · values: a key with weight 0 (masked) has no influence, even a NaN value.
     f(lhs(idx)) += g_.at(n.args[0]).kind == ir::op::softmax ? weighted(a, b) : a * b;
     return k;
+  }
+
+  // A per-tile product (Q·Kᵀ) is computed for whole blocks of rows, past the last query (a
+  // static size, no per-row guards): its left operand is read at the last row there. Any other
+  // product is read inside its rows already.
+  Expr row_inside(const ir::node& product, const std::vector<ir::dim>& shape, const Expr& row) const {
+    if (pairwise_ == nullptr || !is_pairwise(product)) return row;
+    const ir::dim& d = shape[shape.size() - 2];
+    return min(row, extent(d.name, d.size) - 1);
   }
 
   // A matrix operand's leading (batch-like) dims, aligned from the right against the output's.
