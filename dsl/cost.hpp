@@ -95,7 +95,7 @@ constexpr std::int64_t heads_in(const std::vector<ir::dim>& shape) {
 // float32 and int32 are both 4 bytes.
 constexpr polynomial bytes_of(const std::vector<ir::dim>& shape) { return monomial(4, shape); }
 
-constexpr void mark_subtree(const ir::graph& g, int i, std::vector<bool>& inside) {
+constexpr void mark_subtree(const ir::graph& g, int i, std::vector<char>& inside) {
   inside[static_cast<std::size_t>(i)] = true;
   for (int a : g.at(i).args) mark_subtree(g, a, inside);
 }
@@ -105,7 +105,9 @@ constexpr void mark_subtree(const ir::graph& g, int i, std::vector<bool>& inside
 constexpr cost_report cost(const ir::graph& g) {
   using ir::op;
   cost_report r;
-  std::vector<bool> inside(g.nodes.size(), false);
+  // vector<char>, not vector<bool>: Clang (14 at least) rejects libstdc++ 12's constexpr vector<bool>
+  // ("assignment to object outside its lifetime"), so static_assert(cost(y)...) did not compile.
+  std::vector<char> inside(g.nodes.size(), 0);
   for (const ir::node& n : g.nodes)
     if (n.kind == op::mask || n.kind == op::modify) detail::mark_subtree(g, n.args[1], inside);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -143,8 +145,13 @@ constexpr cost_report cost(const ir::graph& g) {
   return r;
 }
 
+// Reports a shape error itself (one step from the caller's line), then does not call to_ir.
 template <expression E>
-constexpr cost_report cost(const E& e) { return cost(to_ir(e)); }
+constexpr cost_report cost(const E& e) {
+  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
+  if constexpr (has_shape_error<E>) return {};
+  else return cost(to_ir(e));
+}
 
 }  // namespace attn::dsl
 

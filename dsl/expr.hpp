@@ -57,9 +57,20 @@ template <ir::placeholder W> struct is_expression<placeholder<W>> : std::true_ty
 template <class T>
 concept expression = is_expression<std::remove_cvref_t<T>>::value;
 
+namespace detail {
+// An argument's error passes through unchanged; otherwise the op's shape rule decides.
+template <class Op, class... Args>
+constexpr auto node_shape() {
+  using failed = first_shape_error_t<typename Args::shape_type...>;
+  if constexpr (!std::is_void_v<failed>) return failed{};
+  else return Op::shape(typename Args::shape_type{}...);
+}
+}  // namespace detail
+
 // An operation applied to argument expressions. Op supplies:
 //   static constexpr ir::op ir_kind;
-//   static constexpr auto shape(ArgShapes...)        -- the shape rule, with readable errors
+//   static constexpr auto shape(ArgShapes...)        -- the shape rule: the shape, or a shape_error
+//                                                       naming the dims (never a compile error itself)
 //   static constexpr bool binds_placeholders          -- mask / modify close over placeholders
 //   constexpr void annotate(ir::node&) const          -- extra data for the IR (optional)
 template <class Op, class... Args>
@@ -67,7 +78,7 @@ struct node {
   Op op;
   hana::tuple<Args...> args;
 
-  using shape_type = decltype(Op::shape(typename Args::shape_type{}...));
+  using shape_type = decltype(detail::node_shape<Op, Args...>());
   static constexpr bool batched = (Args::batched || ... || false);
   static constexpr bool free_placeholders = !Op::binds_placeholders && (Args::free_placeholders || ... || false);
 };
@@ -90,8 +101,17 @@ constexpr auto make_node(Op op, const Args&... args) {
   return node<Op, std::remove_cvref_t<decltype(as_expr(args))>...>{op, hana::make_tuple(as_expr(args)...)};
 }
 
+template <class E>
+inline constexpr bool has_shape_error = is_shape_error_v<typename E::shape_type>;
+
+// The shape (a hana tuple of dims); a compile error with the message if the expression has a shape error.
 template <expression E>
-constexpr auto shape_of(const E&) { return typename E::shape_type{}; }
+constexpr auto shape_of(const E&) {
+  // A shape error is reported here (and in to_ir): GCC names the failing well_shaped<shape_error<"...">>
+  // in a note, Clang in this line. Written out where it reports, so no trace of the library follows.
+  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
+  return typename E::shape_type{};
+}
 
 template <expression E>
 inline constexpr std::size_t rank_of = rank_v<typename E::shape_type>;

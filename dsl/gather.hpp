@@ -17,12 +17,12 @@ struct gather_op {
   static constexpr auto shape(Table, Indices...) {
     constexpr std::size_t rank = rank_v<Table>, given = sizeof...(Indices);
     if constexpr (rank != given)
-      shape_error<"gather: one index per dim of the tensor: rank " + to_fixed_string<rank>() + ", got " +
-                  to_fixed_string<given>() + " indices">{};
+      return shape_error<"gather: one index per dim of the tensor: rank " + to_fixed_string<rank>() + ", got " +
+                         to_fixed_string<given>() + " indices">{};
     else if constexpr (((rank_v<Indices> != 0) || ... || false))
-      shape_error<"gather: each of the " + to_fixed_string<given>() +
-                  " indices must be a scalar (an expression of q_idx, kv_idx, head)">{};
-    return hana::tuple<>{};
+      return shape_error<"gather: each of the " + to_fixed_string<given>() +
+                         " indices must be a scalar (an expression of q_idx, kv_idx, head)">{};
+    else return hana::tuple<>{};
   }
 };
 

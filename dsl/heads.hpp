@@ -14,13 +14,14 @@ struct split_heads_op {
   template <class S>
   static constexpr auto shape(S s) {
     constexpr std::size_t r = rank_v<S>;
-    require_rank_at_least<"split_heads", r, 2>();
-    using D = dim_at<r - 1, S>;
-    if constexpr (!D::is_static)
-      shape_error<"split_heads: the width must be a static dim, got " + D::label>{};
-    else if constexpr (D::size % H::size != 0)
-      shape_error<"split_heads: " + D::label + " is not divisible by " + H::label>{};
-    return append(drop_back<2>(s), H{}, dim_at<r - 2, S>{}, quotient_dim<D, H>{});
+    if constexpr (r < 2) return rank_below<"split_heads", r, 2>{};
+    else return split(s, dim_at<r - 1, S>{});
+  }
+  template <class S, class D>
+  static constexpr auto split(S s, D) {
+    if constexpr (!D::is_static) return shape_error<"split_heads: the width must be a static dim, got " + D::label>{};
+    else if constexpr (D::size % H::size != 0) return shape_error<"split_heads: " + D::label + " is not divisible by " + H::label>{};
+    else return append(drop_back<2>(s), H{}, dim_at<rank_v<S> - 2, S>{}, quotient_dim<D, H>{});
   }
 };
 
@@ -33,13 +34,15 @@ struct split_heads_as_op {
   template <class S>
   static constexpr auto shape(S s) {
     constexpr std::size_t r = rank_v<S>;
-    require_rank_at_least<"split_heads", r, 2>();
-    using D = dim_at<r - 1, S>;
-    if constexpr (!D::is_static)
-      shape_error<"split_heads: the width must be a static dim, got " + D::label>{};
+    if constexpr (r < 2) return rank_below<"split_heads", r, 2>{};
+    else return split(s, dim_at<r - 1, S>{});
+  }
+  template <class S, class D>
+  static constexpr auto split(S s, D) {
+    if constexpr (!D::is_static) return shape_error<"split_heads: the width must be a static dim, got " + D::label>{};
     else if constexpr (D::size != H::size * Dh::size)
-      shape_error<"split_heads: " + D::label + " is not " + H::label + " heads of " + Dh::label>{};
-    return append(drop_back<2>(s), H{}, dim_at<r - 2, S>{}, Dh{});
+      return shape_error<"split_heads: " + D::label + " is not " + H::label + " heads of " + Dh::label>{};
+    else return append(drop_back<2>(s), H{}, dim_at<rank_v<S> - 2, S>{}, Dh{});
   }
 };
 
@@ -52,13 +55,17 @@ struct repeat_heads_op {
   template <class S>
   static constexpr auto shape(S s) {
     constexpr std::size_t r = rank_v<S>;
-    require_rank_at_least<"repeat_heads", r, 3>();
-    using G = dim_at<r - 3, S>;
+    if constexpr (r < 3) return rank_below<"repeat_heads", r, 3>{};
+    else return repeat(s, dim_at<r - 3, S>{});
+  }
+  template <class S, class G>
+  static constexpr auto repeat(S s, G) {
+    constexpr std::size_t r = rank_v<S>;
     if constexpr (G::role != dim_role::heads)
-      shape_error<"repeat_heads: expected a heads dim (the groups), got " + G::label>{};
+      return shape_error<"repeat_heads: expected a heads dim (the groups), got " + G::label>{};
     else if constexpr (H::size % G::size != 0)
-      shape_error<"repeat_heads: " + H::label + " is not a multiple of " + G::label>{};
-    return append(drop_back<3>(s), H{}, dim_at<r - 2, S>{}, dim_at<r - 1, S>{});
+      return shape_error<"repeat_heads: " + H::label + " is not a multiple of " + G::label>{};
+    else return append(drop_back<3>(s), H{}, dim_at<r - 2, S>{}, dim_at<r - 1, S>{});
   }
 };
 
@@ -69,11 +76,15 @@ struct concat_heads_op {
   template <class S>
   static constexpr auto shape(S s) {
     constexpr std::size_t r = rank_v<S>;
-    require_rank_at_least<"concat_heads", r, 3>();
-    using H = dim_at<r - 3, S>;
-    using Dh = dim_at<r - 1, S>;
-    if constexpr (H::role != dim_role::heads) shape_error<"concat_heads: expected a heads dim, got " + H::label>{};
-    if constexpr (requires { typename Dh::numerator; }) {
+    if constexpr (r < 3) return rank_below<"concat_heads", r, 3>{};
+    else return concat(s, dim_at<r - 3, S>{}, dim_at<r - 1, S>{});
+  }
+  template <class S, class H, class Dh>
+  static constexpr auto concat(S s, H, Dh) {
+    constexpr std::size_t r = rank_v<S>;
+    if constexpr (H::role != dim_role::heads) {
+      return shape_error<"concat_heads: expected a heads dim, got " + H::label>{};
+    } else if constexpr (requires { typename Dh::numerator; }) {
       if constexpr (std::is_same_v<typename Dh::denominator, H>)
         return append(drop_back<3>(s), dim_at<r - 2, S>{}, typename Dh::numerator{});
       else return append(drop_back<3>(s), dim_at<r - 2, S>{}, dim_t<H::name_text + "*" + Dh::name_text, H::size * Dh::size>{});
@@ -90,10 +101,12 @@ struct unsqueeze_op {
   template <class S>
   static constexpr auto shape(S) {
     constexpr std::size_t r = rank_v<S>;
-    if constexpr (Axis > r) shape_error<"unsqueeze: axis " + to_fixed_string<Axis>() + " is past the rank">{};
-    return hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<r + 1>), [](auto... i) {
-      return hana::make_tuple(pick<decltype(i)::value, S>()...);
-    });
+    if constexpr (Axis > r)
+      return shape_error<"unsqueeze: axis " + to_fixed_string<Axis>() + " is past the rank " + to_fixed_string<r>()>{};
+    else
+      return hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<r + 1>), [](auto... i) {
+        return hana::make_tuple(pick<decltype(i)::value, S>()...);
+      });
   }
   template <std::size_t I, class S>
   static constexpr auto pick() {

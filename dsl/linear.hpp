@@ -19,12 +19,17 @@ struct product_op {
   template <class SA, class SB>
   static constexpr auto shape(SA a, SB b) {
     constexpr std::size_t ra = rank_v<SA>, rb = rank_v<SB>;
-    require_rank_at_least<what(), ra, 1>();
-    require_rank_at_least<what(), rb, 1>();
+    if constexpr (ra < 1) return rank_below<what(), ra, 1>{};
+    else if constexpr (rb < 1) return rank_below<what(), rb, 1>{};
+    else return ranked_shape(a, b);
+  }
+  template <class SA, class SB>
+  static constexpr auto ranked_shape(SA a, SB b) {
+    constexpr std::size_t ra = rank_v<SA>, rb = rank_v<SB>;
     using ka = dim_at<ra - 1, SA>;
     using kb = dim_at<(rb >= 2 ? rb - 2 : 0), SB>;
-    require_same_dim<what(), ka, kb>();
-    if constexpr (rb == 1) return drop_back<1>(a);
+    if constexpr (!std::is_same_v<ka, kb>) return dims_differ<what(), ka, kb>{};
+    else if constexpr (rb == 1) return drop_back<1>(a);
     else if constexpr (ra == 1) return append(drop_back<2>(b), dim_at<rb - 1, SB>{});
     else
       return append(broadcast_shapes<"matmul: batch dims differ">(drop_back<2>(a), drop_back<2>(b)),
@@ -39,8 +44,8 @@ struct transpose_op {
   template <class S>
   static constexpr auto shape(S s) {
     constexpr std::size_t r = rank_v<S>;
-    require_rank_at_least<"transpose", r, 2>();
-    return append(drop_back<2>(s), dim_at<r - 1, S>{}, dim_at<r - 2, S>{});
+    if constexpr (r < 2) return rank_below<"transpose", r, 2>{};
+    else return append(drop_back<2>(s), dim_at<r - 1, S>{}, dim_at<r - 2, S>{});
   }
 };
 

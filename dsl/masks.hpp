@@ -11,10 +11,12 @@ struct mask_op {
   static constexpr bool binds_placeholders = true;
   template <class S, class P>
   static constexpr auto shape(S s, P p) {
-    require_rank_at_least<"mask: scores", rank_v<S>, 2>();
-    auto r = broadcast_shapes<"mask: predicate dims differ from the scores">(s, p);
-    static_assert(std::is_same_v<decltype(r), S>, "mask: the predicate must broadcast to the scores' shape");
-    return s;
+    using R = decltype(broadcast_shapes<"mask: predicate dims differ from the scores">(s, p));
+    if constexpr (rank_v<S> < 2) return rank_below<"mask: scores", rank_v<S>, 2>{};
+    else if constexpr (is_shape_error_v<R>) return R{};
+    else if constexpr (!std::is_same_v<R, S>)
+      return shape_error<"mask: the predicate " + shape_label<P>() + " does not broadcast to the scores " + shape_label<S>()>{};
+    else return s;
   }
 };
 

@@ -11,10 +11,12 @@ struct modify_op {
   static constexpr bool binds_placeholders = true;
   template <class S, class F>
   static constexpr auto shape(S s, F f) {
-    require_rank_at_least<"modify: scores", rank_v<S>, 2>();
-    auto r = broadcast_shapes<"modify: modifier dims differ from the scores">(s, f);
-    static_assert(std::is_same_v<decltype(r), S>, "modify: the modifier must broadcast to the scores' shape");
-    return s;
+    using R = decltype(broadcast_shapes<"modify: modifier dims differ from the scores">(s, f));
+    if constexpr (rank_v<S> < 2) return rank_below<"modify: scores", rank_v<S>, 2>{};
+    else if constexpr (is_shape_error_v<R>) return R{};
+    else if constexpr (!std::is_same_v<R, S>)
+      return shape_error<"modify: the modifier " + shape_label<F>() + " does not broadcast to the scores " + shape_label<S>()>{};
+    else return s;
   }
 };
 

@@ -10,8 +10,8 @@ struct softmax_op {
   static constexpr bool binds_placeholders = false;
   template <class S>
   static constexpr auto shape(S s) {
-    require_rank_at_least<"softmax", rank_v<S>, 1>();
-    return s;
+    if constexpr (rank_v<S> < 1) return rank_below<"softmax", rank_v<S>, 1>{};
+    else return s;
   }
 };
 

@@ -98,14 +98,10 @@ constexpr int emit(builder& b, const node<Op, A...>& e) {
   return b.add(std::move(n));
 }
 
-}  // namespace detail
-
-template <expression E>
-constexpr ir::graph to_ir(const E& e) {
-  static_assert(!E::free_placeholders,
-                "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
-  detail::builder b;
-  b.g.root = detail::emit(b, e);
+template <class E>
+constexpr ir::graph to_ir_checked(const E& e) {
+  builder b;
+  b.g.root = emit(b, e);
   // Call order: inputs, then weights, then integer inputs (lengths too); each kind in order of first appearance.
   std::vector<int> order;
   for (ir::op kind : {ir::op::input, ir::op::weight, ir::op::int_input})
@@ -113,6 +109,19 @@ constexpr ir::graph to_ir(const E& e) {
       if (b.g.at(t).kind == kind) order.push_back(t);
   b.g.terminals = order;
   return b.g;
+}
+
+}  // namespace detail
+
+template <expression E>
+constexpr ir::graph to_ir(const E& e) {
+  // A shape error is reported here or in shape_of (see shape_error); nothing more is instantiated
+  // after it, so no further errors follow.
+  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
+  static_assert(!E::free_placeholders,
+                "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
+  if constexpr (has_shape_error<E> || E::free_placeholders) return ir::graph{};
+  else return detail::to_ir_checked(e);
 }
 
 }  // namespace attn::dsl

@@ -9,8 +9,16 @@
 
 namespace attn::dsl {
 
+// The last dim of E's shape (a unit dim if E has a shape error, reported where the result is used).
+namespace detail {
+template <class S>
+constexpr auto last_dim_of() {
+  if constexpr (rank_v<S> == 0) return unit_dim{};
+  else return dim_at<rank_v<S> - 1, S>{};
+}
+}  // namespace detail
 template <class E>
-using last_dim = dim_at<rank_of<E> - 1, typename E::shape_type>;
+using last_dim = decltype(detail::last_dim_of<typename E::shape_type>());
 
 // S = Q·Kᵀ / √d_k: scaled dot-product scores.
 template <expression Q, expression K>

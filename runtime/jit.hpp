@@ -19,7 +19,10 @@ namespace attn {
 template <dsl::expression E>
 class kernel {
  public:
-  static constexpr std::size_t arity = dsl::to_ir(E{}).terminals.size();
+  static constexpr std::size_t arity = [] {
+    if constexpr (dsl::has_shape_error<E>) return std::size_t{0};  // reported by jit
+    else return dsl::to_ir(E{}).terminals.size();
+  }();
 
   explicit kernel(std::shared_ptr<const compiled_kernel> k) : k_(std::move(k)) {}
 
@@ -34,7 +37,7 @@ class kernel {
     requires(std::convertible_to<const T&, tensor_view> && ...)
   outputs run(const T&... inputs) const {
     check_arity<sizeof...(T)>();
-    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    const std::array<tensor_view, sizeof...(T)> views{tensor_view(inputs)...};
     return k_->run(views);
   }
 
@@ -43,7 +46,7 @@ class kernel {
     requires(std::convertible_to<const T&, tensor_view> && ...)
   void into(const tensor_view& output, const T&... inputs) const {
     check_arity<sizeof...(T)>();
-    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    const std::array<tensor_view, sizeof...(T)> views{tensor_view(inputs)...};
     k_->run_into(views, output, nullptr);
   }
 
@@ -51,7 +54,7 @@ class kernel {
     requires(std::convertible_to<const T&, tensor_view> && ...)
   void into_with_weights(const tensor_view& output, const tensor_view& weights, const T&... inputs) const {
     check_arity<sizeof...(T)>();
-    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    const std::array<tensor_view, sizeof...(T)> views{tensor_view(inputs)...};
     k_->run_into(views, output, &weights);
   }
 
@@ -71,9 +74,10 @@ class kernel {
   const compiled_kernel& compiled() const { return *k_; }
 
  private:
+  // (An expression with a shape error has no arity: its error, reported by jit, is the only one.)
   template <std::size_t N>
   static constexpr void check_arity() {
-    static_assert(N == arity, "kernel call: pass one tensor per input, weight and integer input of the expression, "
+    static_assert(N == arity || dsl::has_shape_error<E>, "kernel call: pass one tensor per input, weight and integer input of the expression, "
                               "inputs, then weights, then integer inputs (see kernel::parameters())");
   }
   std::shared_ptr<const compiled_kernel> k_;
@@ -81,7 +85,10 @@ class kernel {
 
 template <dsl::expression E>
 kernel<E> jit(const E& e, const jit_options& options = {}) {
-  return kernel<E>(compiled_kernel::get(dsl::to_ir(e), options));
+  // A shape error is reported here, one step from the caller's line (see dsl::shape_error).
+  static_assert(dsl::well_shaped<dsl::reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
+  if constexpr (dsl::has_shape_error<E>) return kernel<E>(nullptr);
+  else return kernel<E>(compiled_kernel::get(dsl::to_ir(e), options));
 }
 
 }  // namespace attn
