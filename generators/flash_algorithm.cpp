@@ -67,7 +67,19 @@ class builder {
     at.front() = 0;
     const Expr row_sum = f_.state(at)[1];
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    f_.output(out) = s[2] * reciprocal_or_zero(row_sum);
+    const Expr value = s[2] * reciprocal_or_zero(row_sum);
+    if (!p_.with_lse) {
+      f_.output(out) = value;
+      return f_;
+    }
+    f_.rows = Func("flash_rows" + p_.suffix);
+    f_.rows(out) = Tuple(value, log_sum_exp(f_.state(at)[0], row_sum));
+    f_.output(out) = f_.rows(out)[0];
+    std::vector<Expr> row(out.begin() + 1, out.end());
+    f_.lse = Func("flash_lse" + p_.suffix);
+    std::vector<Expr> at_row = row;
+    at_row.insert(at_row.begin(), 0);
+    f_.lse(row) = f_.rows(at_row)[1];
     return f_;
   }
 

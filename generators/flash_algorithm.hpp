@@ -34,6 +34,7 @@ struct flash_problem {
   Halide::Expr nq, nk;
   int dv = 0;  // width of V (static)
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
+  bool with_lse = false;  // also define flash_funcs::lse, each row's log-sum-exp of its kept scores
   // The score at (lead..., q, kv); per-pair materialised nodes (Q·Kᵀ) used by this call are
   // new Funcs, appended to `pairwise` so the schedule computes them per tile.
   std::function<scored(const std::vector<Halide::Expr>& lead, const Halide::Expr& q, const Halide::Expr& kv,
@@ -53,6 +54,10 @@ struct flash_step {
 
 struct flash_funcs {
   Halide::Func output;  // (dv, q, lead innermost first..., batch): the combine's value
+  // With flash_problem::with_lse: (q, lead..., batch) the row's log-sum-exp, max + log(sum), -inf
+  // for a row without a kept key. Both read `rows`, Tuple(output, lse) over output's vars, the
+  // Func the state is computed in (a Func computed inside one consumer cannot feed two).
+  Halide::Func lse, rows;
   Halide::Func state;   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch)
   flash_step full, partial;
   // Vars, innermost first: output (dv, q, lead..., batch); state (dv, qi, qt, lead..., batch);

@@ -99,7 +99,17 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
 }  // namespace
 
 void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) {
-  Func out = f.output;
+  // With the log-sum-exp, the state is computed in `rows` and copied out to both (O(T·Dv) of the O(T²·Dv) work).
+  Func out = f.rows.defined() ? f.rows : f.output;
+  if (f.rows.defined()) {
+    std::vector<Var> rows{f.q};
+    rows.insert(rows.end(), f.lead.begin(), f.lead.end());
+    if (f.batched) rows.push_back(f.batch);
+    f.output.compute_root().vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+    f.output.parallel(fuse_all(f.output, rows));
+    f.lse.compute_root().vectorize(f.q, s.vector, TailStrategy::GuardWithIf);
+    if (rows.size() > 1) f.lse.parallel(fuse_all(f.lse, std::vector<Var>(rows.begin() + 1, rows.end())));
+  }
   Var qo("qo"), qin("qin");
   out.compute_root().split(f.q, qo, qin, f.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
   // One task per (query tile, lead dims, batch item), all in one parallel loop.

@@ -343,8 +343,13 @@ class lowering {
       idx.push_back(d);
       return value(m.values, idx, {});
     };
+    p.with_lse = options_.with_lse;
     const flash_schedule& t = options_.tiles;
     out_.flash.push_back(flash_attention(p, t.q_tile, t.kv_tile, t.vector));
+    if (options_.with_lse) {
+      out_.lse = out_.flash.back().lse;
+      out_.lse_batched = p.batched;
+    }
     funcs_.emplace(m.combine, out_.flash.back().output);
     return out_.flash.back().output;
   }
@@ -418,6 +423,27 @@ class lowering {
     st.row_max = m;
     st.row_exp = e;
     st.row_sum = s;
+    if (options_.with_lse && pairwise_ == nullptr && !out_.lse.defined()) define_lse(n, row, x_k);
+  }
+
+  // The log-sum-exp of each row of the softmax, by the softmax's own rule (nonfinite.hpp): its
+  // own running max and sum, computed per row (the softmax's helpers live inside the softmax's loops).
+  void define_lse(const ir::node& n, const std::vector<Expr>& row, const Expr& x_k) {
+    const auto row_args = halide_args(row, batch_, n.batched);
+    Func m("lse_max"), s("lse_sum"), lse("lse");
+    m(row_args) = no_score();
+    m(row_args) = Halide::max(m(row_args), Halide::select(is_kept_score(x_k), x_k, no_score()));
+    s(row_args) = 0.0f;
+    s(row_args) += Halide::select(is_kept_score(x_k), exp_below_max(x_k, m(row_args)), 0.0f);
+    lse(row_args) = log_sum_exp(m(row_args), s(row_args));
+    std::vector<Var> vars;
+    for (auto it = row.rbegin(); it != row.rend(); ++it) vars.push_back(Var(it->as<Internal::Variable>()->name));
+    if (n.batched) vars.push_back(batch_);
+    std::vector<std::int64_t> extents = static_extents(n);
+    extents.erase(extents.begin());
+    out_.stages.push_back({lse, vars, lowered::stage::row_reduction, m, {}, s, {}, extents, {}});
+    out_.lse = lse;
+    out_.lse_batched = n.batched;
   }
 
   const ir::graph& g_;
