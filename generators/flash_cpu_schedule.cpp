@@ -64,16 +64,21 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   }
 
   for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s, row_blocks ? s.row_block : f.q_tile);
-  for (Func per_key : {step.score, step.prob}) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
-  for (Func lanes : {step.max_lanes, step.sum_lanes}) {
-    lanes.compute_at(at).vectorize(f.lane);
-    lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
+  // Softmax-free attention has the scores (its weights) and P·V only: no max, probabilities or sum.
+  const bool normalised = step.prob.defined();
+  for (Func per_key : {step.score, step.prob})
+    if (per_key.defined()) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
+  if (normalised) {
+    for (Func lanes : {step.max_lanes, step.sum_lanes}) {
+      lanes.compute_at(at).vectorize(f.lane);
+      lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
+    }
+    for (Func row : {step.max, step.sum}) row.compute_at(at);
   }
-  for (Func row : {step.max, step.sum}) row.compute_at(at);
   // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
   // which would put the buffers on the heap (a malloc per tile); they are 1.
   for (Func per_tile : {step.score, step.prob, step.max_lanes, step.sum_lanes, step.max, step.sum, step.pv})
-    per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
+    if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
   // P·V: dv in registers (⌈Dv / vector⌉ vectors) × q_unroll rows, keys outside.
   const int dv_vectors = f.dv_size > 0 ? (f.dv_size + v - 1) / v : 4;
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);

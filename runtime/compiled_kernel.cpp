@@ -95,9 +95,9 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   detail::check_jit_can_run(p->target, o.target);
   const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
   if (how.fused) {
-    std::vector<int> fused_softmaxes;
-    for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
-    p->materialised = detail::fused_materialised(g, fused_softmaxes);
+    std::vector<int> fused_weights;
+    for (const gen::attention_match& m : gen::find_attention(g)) fused_weights.push_back(m.weights);
+    p->materialised = detail::fused_materialised(g, fused_weights);
   } else {
     p->materialised = detail::generic_materialised(g, o.with_weights);
   }

@@ -47,7 +47,7 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (found.empty()) {
     l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
   } else {
-    const ir::node& w = g.at(found.front().softmax);
+    const ir::node& w = g.at(found.front().weights);
     const std::size_t r = w.shape.size();
     l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
                                           size_of(g.at(found.front().values).shape.back(), bound), vector);

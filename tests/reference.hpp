@@ -191,6 +191,27 @@ result<Acc> attend(mat<Acc> scores, const mat<Acc>& v, const mask_pred& keep = {
   return r;
 }
 
+// Softmax-free attention (sigmoid, ReLU attention): each weight is f(score) on its own (after the
+// modifier), exactly 0 for a key the mask removes; output = W·V, no normalisation over the keys.
+template <class Acc>
+result<Acc> attend_unnormalised(const mat<Acc>& scores, const mat<Acc>& v, const std::function<Acc(Acc)>& f,
+                                const mask_pred& keep = {}, const score_mod<Acc>& mod = {}, index head = 0) {
+  result<Acc> r;
+  r.weights = mat<Acc>(scores.rows, scores.cols);
+  for (index i = 0; i < scores.rows; ++i)
+    for (index j = 0; j < scores.cols; ++j) {
+      const Acc s = mod ? mod(scores(i, j), i, j, head) : scores(i, j);
+      r.weights(i, j) = keep && !keep(i, j, head) ? Acc{0} : f(s);
+    }
+  r.output = matmul(r.weights, v);
+  return r;
+}
+
+template <class Acc>
+Acc sigmoid(Acc x) { return Acc{1} / (Acc{1} + std::exp(-x)); }
+template <class Acc>
+Acc relu(Acc x) { return x > Acc{0} ? x : Acc{0}; }
+
 // softmax(scale · Q·Kᵀ [modified] [masked])·V
 template <class Acc>
 result<Acc> scaled_dot_product(const mat<Acc>& q, const mat<Acc>& k, const mat<Acc>& v, double scale,
