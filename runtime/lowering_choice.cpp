@@ -42,7 +42,7 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty())
-    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
+    throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
   const int vector = target.natural_vector_size<float>();
   if (found.empty()) {
     l.tiles = gen::default_flash_schedule(0, 0, 0, vector);

@@ -238,3 +238,32 @@ BOOST_AUTO_TEST_CASE(lse_needs_exactly_one_softmax) {
   // Two softmaxes: which one's would be ambiguous.
   BOOST_CHECK_THROW(attn::jit(attention(s) + attention(causal(s)), {.with_lse = true}), attn::argument_error);
 }
+
+BOOST_AUTO_TEST_CASE(readme_example) {
+  std::mt19937 rng(8);
+  const tensor<float> Q = ref::random_tensor({heads, 5, width}, rng), K = ref::random_tensor({heads, 5, width}, rng),
+                      V = ref::random_tensor({heads, 5, width}, rng);
+  // [snippet: lse]
+  auto kernel = attn::jit(combine(softmax(causal(s)), v), {.with_lse = true});   // fused, as without it
+  const attn::outputs out = kernel.run(Q, K, V);  // out.output: (H, N_Q, Dh); out.lse: (H, N_Q), one value per row:
+  // log Σ_j exp(s_ij) over the row's kept keys, -inf for a row without one
+  // [end snippet]
+  BOOST_TEST(kernel.compiled().describe().starts_with("path=fused"));
+  BOOST_REQUIRE(out.lse.sizes() == (std::vector<ref::index>{heads, 5}));
+  const auto want = [&](auto zero) {  // heads stacked along the rows, as out.lse is laid out
+    using Acc = decltype(zero);
+    mat<Acc> lse(heads * 5, 1);
+    for (ref::index h = 0; h < heads; ++h) {
+      const auto one = [&](const tensor<float>& t) {
+        mat<Acc> m(5, width);
+        for (ref::index i = 0; i < 5 * width; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<Acc>(t.data()[h * 5 * width + i]);
+        return m;
+      };
+      const auto r = ref::scaled_dot_product(one(Q), one(K), one(V), ref::inv_sqrt(width), ref::causal_keep, {}, h);
+      for (ref::index i = 0; i < 5; ++i) lse(h * 5 + i, 0) = r.lse(i, 0);
+    }
+    return lse;
+  };
+  const ref::comparison c = ref::compare(out.lse.data(), heads * 5, want(0.0), want(0.0f));
+  BOOST_TEST(c.ok, c.describe());
+}

@@ -202,3 +202,22 @@ BOOST_AUTO_TEST_CASE(expressions_print_and_are_costed) {
   // Q·Kᵀ, the scale, the weights' function (and the bias's log, neg, add), the combine.
   BOOST_TEST(cost(variants::relu_attention(s, v)).steps.size() == 5u);
 }
+
+BOOST_AUTO_TEST_CASE(readme_example) {
+  // [snippet: normalisations]
+  constexpr auto sigmoid_attn = combine(sigmoid(causal(s) - log(NK)), v);  // σ(s_ij - log N_K)·V, no softmax
+  constexpr auto relu_attn = combine(relu(causal(s)) / NK, v);             // relu(s_ij) / N_K ·V
+  // the same as variants::sigmoid_attention(causal(s), v) and variants::relu_attention(causal(s), v)
+  auto kernel = attn::jit(sigmoid_attn);  // fused: path=fused attention=f(mask(score))·V
+  // [end snippet]
+  BOOST_TEST(kernel.compiled().describe().starts_with("path=fused attention=f(mask(score))·V"), kernel.compiled().describe());
+  std::mt19937 rng(21);
+  const tensor<float> tq = ref::random_tensor({heads, 45, width}, rng, 2.0f), tk = ref::random_tensor({heads, 45, width}, rng, 2.0f),
+                      tv = ref::random_tensor({heads, 45, width}, rng);
+  const auto same = [&](const auto& a, const auto& b) {
+    const tensor<float> x = attn::jit(a)(tq, tk, tv), y = attn::jit(b)(tq, tk, tv);
+    return ref::max_abs_difference(x.data(), y.data(), static_cast<idx_t>(x.values().size()));
+  };
+  BOOST_TEST(same(sigmoid_attn, variants::sigmoid_attention(causal(s), v)) <= 1e-6);
+  BOOST_TEST(same(relu_attn, variants::relu_attention(causal(s), v)) <= 1e-6);
+}
