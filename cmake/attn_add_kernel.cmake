@@ -1,7 +1,7 @@
 # attn_add_kernel(NAME <name> EXPRESSION <registered name>
 #                 [SOURCES <files with ATTN_REGISTER_KERNEL>...] [TARGETS <halide target>...]
 #                 [BIND <dim>=<size>...] [SCHEDULE <parameters>] [PATH automatic|fused|generic]
-#                 [WITH_WEIGHTS])
+#                 [WITH_WEIGHTS] [WITH_LSE])
 # Builds kernel <EXPRESSION> ahead of time, at build time, into a static library target <NAME>
 # whose header <NAME>.h declares `int <NAME>(halide_buffer_t*...)`. With SOURCES, a generator
 # is built from them (their ATTN_REGISTER_KERNEL expressions and the named variants); without,
@@ -11,7 +11,7 @@
 find_package(Threads REQUIRED)
 
 function(attn_add_kernel)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS" "NAME;EXPRESSION;SCHEDULE;PATH" "SOURCES;TARGETS;BIND")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS;WITH_LSE" "NAME;EXPRESSION;SCHEDULE;PATH" "SOURCES;TARGETS;BIND")
   if (NOT ARG_NAME OR NOT ARG_EXPRESSION)
     message(FATAL_ERROR "attn_add_kernel: NAME and EXPRESSION are required")
   endif ()
@@ -42,6 +42,9 @@ function(attn_add_kernel)
   endif ()
   if (ARG_WITH_WEIGHTS)
     list(APPEND args --with-weights)
+  endif ()
+  if (ARG_WITH_LSE)
+    list(APPEND args --with-lse)
   endif ()
 
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}.kernel)

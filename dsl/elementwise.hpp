@@ -1,5 +1,6 @@
 #pragma once
 // Elementwise arithmetic with broadcasting of scalars and vectors: + - * /, tanh, exp, log, abs,
+// sigmoid (1 / (1 + e^-x)), relu (max(x, 0)),
 // comparisons and logic (for mask predicates), select, min/max, and scale.
 #include "expr.hpp"
 
@@ -67,6 +68,8 @@ ATTN_UNARY(log, log)
 ATTN_UNARY(abs, abs)
 ATTN_UNARY(sqrt, sqrt)
 ATTN_UNARY(rsqrt, rsqrt)
+ATTN_UNARY(sigmoid, sigmoid)  // 1 / (1 + e^-x): sigmoid attention's weights
+ATTN_UNARY(relu, relu)        // max(x, 0): ReLU attention's weights
 #undef ATTN_UNARY
 
 template <expression A>

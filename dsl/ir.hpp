@@ -19,7 +19,7 @@ enum class op {
   // linear algebra and reductions
   matmul, transpose, softmax,
   // elementwise, unary
-  neg, tanh, exp, log, abs, sqrt, rsqrt, logical_not,
+  neg, tanh, exp, log, abs, sqrt, rsqrt, sigmoid, relu, logical_not,
   // elementwise, binary
   add, sub, mul, div, mod, floor_div, minimum, maximum, lt, le, gt, ge, eq, ne, logical_and, logical_or,
   // elementwise, ternary: select(cond, a, b)
@@ -82,7 +82,7 @@ constexpr std::int64_t static_elements(const std::vector<dim>& s) {
 constexpr std::string_view op_name(op k) {
   constexpr std::string_view names[] = {
       "input", "weight", "int_input", "constant", "dim_value", "placeholder", "matmul", "transpose",
-      "softmax", "neg", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "not", "add", "sub", "mul", "div", "mod", "floor_div",
+      "softmax", "neg", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "sigmoid", "relu", "not", "add", "sub", "mul", "div", "mod", "floor_div",
       "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "select", "mask", "modify",
       "split_heads", "concat_heads", "unsqueeze", "repeat_heads", "gather"};
   return names[static_cast<int>(k)];

@@ -45,7 +45,7 @@ inline printed print(const ir::graph& g, int i) {
     case op::transpose: return {wrap(arg(0), 9) + "ᵀ", 9};
     case op::softmax: return {"softmax(" + arg(0).text + ")", 10};
     case op::neg: return {"-" + wrap(arg(0), 8), 8};
-    case op::tanh: case op::exp: case op::log: case op::abs:
+    case op::tanh: case op::exp: case op::log: case op::abs: case op::sigmoid: case op::relu:
       return {std::string(ir::op_name(n.kind)) + "(" + arg(0).text + ")", 10};
     case op::sqrt: return {"√" + wrap(arg(0), 9), 9};
     case op::rsqrt: return {"1/√" + wrap(arg(0), 9), 7};

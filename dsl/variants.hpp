@@ -101,5 +101,25 @@ constexpr auto bahdanau(const S& s, const Hs& h, const W1& w1, const W2& w2, con
   return combine(softmax(bahdanau_scores(s, h, w1, w2, b, v)), h);
 }
 
+// Softmax-free attention: the weights are an elementwise function of each score alone, summed
+// with the values unnormalised (fused like softmax attention; a key a mask removes weighs 0).
+//
+// Sigmoid attention (Ramapuram et al. 2024, "Theory, Analysis, and Best Practices for Sigmoid
+// Self-Attention"): weights σ(s_ij + b); the paper's bias b = -log(N_K), N_K the number of keys
+// (read at run time), keeps the early weights' sum near 1.
+template <expression S, expression V, operand B>
+constexpr auto sigmoid_attention(const S& scores, const V& values, const B& bias) {
+  return combine(sigmoid(scores + bias), values);
+}
+template <expression S, expression V>
+constexpr auto sigmoid_attention(const S& scores, const V& values) {
+  return sigmoid_attention(scores, values, -log(last_dim<S>{}));
+}
+
+// ReLU attention (Wortsman et al. 2023, "Replacing softmax with ReLU in Vision Transformers"):
+// weights relu(s_ij) / N_K.
+template <expression S, expression V>
+constexpr auto relu_attention(const S& scores, const V& values) { return combine(relu(scores) / last_dim<S>{}, values); }
+
 }  // namespace variants
 }  // namespace attn::dsl

@@ -60,6 +60,14 @@ void schedule_cpu(lowered& l, const Target& target) {
         st.row_exp.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
         break;
       }
+      case lowered::stage::row_reduction: {
+        // One row per iteration of one parallel loop, its max and sum computed there.
+        if (v.empty()) break;  // a scalar: the softmax of a vector
+        const Var row = fuse_all(f, v);
+        f.parallel(row);
+        for (Func helper : {st.row_max, st.row_sum}) helper.compute_at(f, row);
+        break;
+      }
     }
   }
 }

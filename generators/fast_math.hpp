@@ -41,4 +41,19 @@ inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
   return p * reinterpret<float>(n_plus_bias << 23);
 }
 
+// 1 / (1 + e^-x) without overflow: e = e^-|x| <= 1, then 1 / (1 + e) for x >= 0 and e / (1 + e)
+// below (-inf gives 0, +inf 1, NaN NaN). Vectorises (exp_nonpositive); relative error ~1e-7.
+inline Halide::Expr sigmoid(const Halide::Expr& x) {
+  using namespace Halide;
+  const Expr below = -abs(x);  // clamped where exp_nonpositive is exact (it needs x finite), NaN kept
+  const Expr e = exp_nonpositive(strict_float(select(below < -100.0f, -100.0f, below)));
+  return select(x >= 0, 1.0f / (1.0f + e), e / (1.0f + e));
+}
+
+// max(x, 0) that keeps NaN (a fast-math max may drop it): NaN stays NaN, -inf gives 0.
+inline Halide::Expr relu(const Halide::Expr& x) {
+  using namespace Halide;
+  return strict_float(select(x < 0.0f, 0.0f, x));
+}
+
 }  // namespace attn::gen

@@ -51,7 +51,8 @@ class builder {
     f_.band = band();
 
     f_.state = Func("flash_state" + p_.suffix);
-    f_.state(state_args()) = Tuple(none, 0.0f, 0.0f);
+    if (p_.normalised) f_.state(state_args()) = Tuple(none, 0.0f, 0.0f);
+    else f_.state(state_args()) = 0.0f;
     fold(f_.full, f_.full.r.x, 1);
     fold(f_.partial, tp, 2);
 
@@ -62,12 +63,28 @@ class builder {
     std::vector<Expr> at{f_.dv, f_.q % f_.q_tile, f_.q / f_.q_tile};
     for (const Var& v : f_.lead) at.push_back(v);
     if (f_.batched) at.push_back(f_.batch);
+    if (!p_.normalised) {  // Σ f(S)·V as it is: no normalisation (a row without a kept key gives 0)
+      f_.output(out) = f_.state(at);
+      return f_;
+    }
     const FuncRef s = f_.state(at);
     // The running max and sum are the same in every dv lane: the row's sum is read once, at dv 0.
     at.front() = 0;
     const Expr row_sum = f_.state(at)[1];
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    f_.output(out) = s[2] * reciprocal_or_zero(row_sum);
+    const Expr value = s[2] * reciprocal_or_zero(row_sum);
+    if (!p_.with_lse) {
+      f_.output(out) = value;
+      return f_;
+    }
+    f_.rows = Func("flash_rows" + p_.suffix);
+    f_.rows(out) = Tuple(value, log_sum_exp(f_.state(at)[0], row_sum));
+    f_.output(out) = f_.rows(out)[0];
+    std::vector<Expr> row(out.begin() + 1, out.end());
+    f_.lse = Func("flash_lse" + p_.suffix);
+    std::vector<Expr> at_row = row;
+    at_row.insert(at_row.begin(), 0);
+    f_.lse(row) = f_.rows(at_row)[1];
     return f_;
   }
 
@@ -119,15 +136,22 @@ class builder {
     const Expr kv = f_.t * f_.kv_tile + f_.kvi;
     const auto key = [&](const Expr& k) { return partial ? min(k, p_.nk - 1) : k; };
     const flash_problem::scored sc = p_.score(lead_row_major(), q, key(kv), st.pairwise);
+    st.score = Func(kind + "_score");
+    st.keys = RDom(0, f_.kv_tile, kind + "_keys");
+    if (!p_.normalised) {
+      // The weights f(S) themselves: 0 for keys the masks remove (and past the last key).
+      const Expr w = partial ? select(exact_predicate(sc.keep) && kv < p_.nk, sc.score, 0.0f) : sc.score;
+      st.score(tile_args({f_.kvi}, f_.t)) = w;
+      define_pv(st, kind, st.score, partial);
+      return;
+    }
     Expr keep = is_kept_score(sc.score);
     if (partial) keep = exact_predicate(sc.keep) && kv < p_.nk && keep;
 
-    st.score = Func(kind + "_score");
     st.score(tile_args({f_.kvi}, f_.t)) = select(keep, sc.score, none);
 
     st.in_lane = RDom(0, f_.kv_tile / v, kind + "_in_lane");
     st.lanes = RDom(0, v, kind + "_lanes");
-    st.keys = RDom(0, f_.kv_tile, kind + "_keys");
     const Expr along_lane = st.in_lane.x * v + f_.lane;
 
     st.max_lanes = Func(kind + "_max_lanes");
@@ -148,9 +172,15 @@ class builder {
     st.sum(tile_args({}, f_.t)) = 0.0f;
     st.sum(tile_args({}, f_.t)) += st.sum_lanes(tile_args({st.lanes.x}, f_.t));
 
-    // P·V. In partial tiles a masked key's value is never multiplied (0·NaN would be NaN).
-    const Expr p = st.prob(tile_args({st.keys.x}, f_.t));
-    const Expr value = p_.value(lead_row_major(), key(f_.t * f_.kv_tile + st.keys.x), f_.dv);
+    define_pv(st, kind, st.prob, partial);
+  }
+
+  // P·V of one tile, P the probabilities (or softmax-free weights). In partial tiles a masked
+  // key's value is never multiplied (0·NaN would be NaN).
+  void define_pv(flash_step& st, const std::string& kind, const Func& weights, bool partial) {
+    const Expr p = weights(tile_args({st.keys.x}, f_.t));
+    const Expr k = f_.t * f_.kv_tile + st.keys.x;
+    const Expr value = p_.value(lead_row_major(), partial ? min(k, p_.nk - 1) : k, f_.dv);
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     st.pv(pv_at) = 0.0f;
@@ -161,6 +191,10 @@ class builder {
   // state <- state ⊕ tile t: rescale both sides to the larger max (one exp: one factor is 1).
   void fold(flash_step& st, const Expr& t, int update) {
     st.update = update;
+    if (!p_.normalised) {  // a plain sum over the key tiles
+      f_.state(state_args()) = f_.state(state_args()) + st.pv(tile_args({f_.dv}, t));
+      return;
+    }
     const FuncRef old = f_.state(state_args());
     const Expr m = old[0], l = old[1], acc = old[2];
     const Expr tile_max = st.max(tile_args({}, t));

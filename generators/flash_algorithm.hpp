@@ -3,6 +3,8 @@
 // heads, query tile), a serial loop over key tiles computes the score tile, applies modifiers
 // and masks, and folds the tile into an online softmax (running max, running sum, rescaled
 // P·V accumulator). The Nq × Nk matrix is never stored: per task, one tile of scores.
+// Softmax-free attention (flash_problem::normalised false: sigmoid, ReLU attention) runs the same
+// loops with the weights f(S) in place of the probabilities and a plain sum Σ f(S)·V as the state.
 //
 // Key tiles come in two kinds (mask_bounds.hpp): full tiles skip the mask predicate, partial
 // tiles evaluate it; tiles the mask removes entirely are never visited. Both kinds are one
@@ -34,6 +36,10 @@ struct flash_problem {
   Halide::Expr nq, nk;
   int dv = 0;  // width of V (static)
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
+  bool with_lse = false;  // also define flash_funcs::lse, each row's log-sum-exp of its kept scores
+  // true: softmax over the keys (score: the scores). false: score gives the weights themselves,
+  // summed unnormalised (a key outside `keep` weighs 0); no max, no sum, no lse.
+  bool normalised = true;
   // The score at (lead..., q, kv); per-pair materialised nodes (Q·Kᵀ) used by this call are
   // new Funcs, appended to `pairwise` so the schedule computes them per tile.
   std::function<scored(const std::vector<Halide::Expr>& lead, const Halide::Expr& q, const Halide::Expr& kv,
@@ -47,13 +53,17 @@ struct flash_step {
   Halide::RDom r;  // over key tiles
   int update = 0;  // the state's update index
   std::vector<stage> pairwise;
-  Halide::Func score, max_lanes, max, prob, sum_lanes, sum, pv;
+  Halide::Func score, max_lanes, max, prob, sum_lanes, sum, pv;  // softmax-free: score (the weights) and pv only
   Halide::RDom lanes, in_lane, keys;  // reductions: across lanes, along a lane, over a tile's keys
 };
 
 struct flash_funcs {
   Halide::Func output;  // (dv, q, lead innermost first..., batch): the combine's value
-  Halide::Func state;   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch)
+  // With flash_problem::with_lse: (q, lead..., batch) the row's log-sum-exp, max + log(sum), -inf
+  // for a row without a kept key. Both read `rows`, Tuple(output, lse) over output's vars, the
+  // Func the state is computed in (a Func computed inside one consumer cannot feed two).
+  Halide::Func lse, rows;
+  Halide::Func state;   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch); softmax-free: acc alone
   flash_step full, partial;
   // Vars, innermost first: output (dv, q, lead..., batch); state (dv, qi, qt, lead..., batch);
   // per-tile Funcs (kvi or lane or dv, qi, t, qt, lead..., batch).

@@ -64,16 +64,21 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   }
 
   for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s, row_blocks ? s.row_block : f.q_tile);
-  for (Func per_key : {step.score, step.prob}) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
-  for (Func lanes : {step.max_lanes, step.sum_lanes}) {
-    lanes.compute_at(at).vectorize(f.lane);
-    lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
+  // Softmax-free attention has the scores (its weights) and P·V only: no max, probabilities or sum.
+  const bool normalised = step.prob.defined();
+  for (Func per_key : {step.score, step.prob})
+    if (per_key.defined()) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
+  if (normalised) {
+    for (Func lanes : {step.max_lanes, step.sum_lanes}) {
+      lanes.compute_at(at).vectorize(f.lane);
+      lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
+    }
+    for (Func row : {step.max, step.sum}) row.compute_at(at);
   }
-  for (Func row : {step.max, step.sum}) row.compute_at(at);
   // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
   // which would put the buffers on the heap (a malloc per tile); they are 1.
   for (Func per_tile : {step.score, step.prob, step.max_lanes, step.sum_lanes, step.max, step.sum, step.pv})
-    per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
+    if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
   // P·V: dv in registers (⌈Dv / vector⌉ vectors) × q_unroll rows, keys outside.
   const int dv_vectors = f.dv_size > 0 ? (f.dv_size + v - 1) / v : 4;
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
@@ -99,7 +104,17 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
 }  // namespace
 
 void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) {
-  Func out = f.output;
+  // With the log-sum-exp, the state is computed in `rows` and copied out to both (O(T·Dv) of the O(T²·Dv) work).
+  Func out = f.rows.defined() ? f.rows : f.output;
+  if (f.rows.defined()) {
+    std::vector<Var> rows{f.q};
+    rows.insert(rows.end(), f.lead.begin(), f.lead.end());
+    if (f.batched) rows.push_back(f.batch);
+    f.output.compute_root().vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+    f.output.parallel(fuse_all(f.output, rows));
+    f.lse.compute_root().vectorize(f.q, s.vector, TailStrategy::GuardWithIf);
+    if (rows.size() > 1) f.lse.parallel(fuse_all(f.lse, std::vector<Var>(rows.begin() + 1, rows.end())));
+  }
   Var qo("qo"), qin("qin");
   out.compute_root().split(f.q, qo, qin, f.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
   // One task per (query tile, lead dims, batch item), all in one parallel loop.

@@ -31,13 +31,14 @@ const Expr minus_infinity = gen::minus_infinity();
 class lowering {
  public:
   lowering(const ir::graph& g, const bound_dims& bound, const lowering_options& o) : g_(g), bound_(bound), options_(o) {
-    if (o.fused)
-      for (const attention_match& m : find_attention(g)) {
-        attention_.emplace(m.combine, m);
-        const auto& s = g.at(m.softmax).shape;
-        tiled_dims_.insert(s[s.size() - 2].name);
-        tiled_dims_.insert(s[s.size() - 1].name);
-      }
+    for (const attention_match& m : find_attention(g)) {
+      if (!m.normalised()) softmax_free_.emplace(m.combine, m);  // either lowering weighs masked keys 0
+      if (!o.fused) continue;
+      attention_.emplace(m.combine, m);
+      const auto& s = g.at(m.weights).shape;
+      tiled_dims_.insert(s[s.size() - 2].name);
+      tiled_dims_.insert(s[s.size() - 1].name);
+    }
     for (int t : g_.terminals) {
       const ir::node& n = g_.at(t);
       Type type = n.kind == ir::op::int_input ? Int(32) : Float(32);
@@ -147,6 +148,8 @@ class lowering {
       case op::abs: return cast(Float(32), Halide::abs(a(0)));
       case op::sqrt: return Halide::sqrt(a(0));
       case op::rsqrt: return 1.0f / Halide::sqrt(a(0));
+      case op::sigmoid: return gen::sigmoid(a(0));
+      case op::relu: return gen::relu(a(0));
       case op::logical_not: return !a(0);
       case op::add: return a(0) + a(1);
       case op::sub: return a(0) - a(1);
@@ -167,6 +170,7 @@ class lowering {
       case op::select: return Halide::select(a(0), a(1), a(2));
       case op::mask: {
         Expr s = a(0);
+        if (transparent_.contains(i)) return s;  // applied as the fused score's `keep` instead
         return Halide::select(exact_predicate(arg(n, 1, idx, score_placeholders(n, idx, s))), s, minus_infinity);
       }
       case op::modify: {
@@ -178,7 +182,7 @@ class lowering {
         Expr s = value(inner, idx, ph);
         Expr f = cast(Float(32), arg(n, 1, idx, score_placeholders(n, idx, s)));
         for (int m : masks)
-          f = Halide::select(exact_predicate(arg(g_.at(m), 1, idx, score_placeholders(n, idx, s))), f, minus_infinity);
+          if (!transparent_.contains(m)) f = Halide::select(exact_predicate(arg(g_.at(m), 1, idx, score_placeholders(n, idx, s))), f, minus_infinity);
         return f;
       }
       case op::split_heads: {  // (.., h, t, dh) reads (.., t, h*Dh + dh)
@@ -304,9 +308,33 @@ class lowering {
            n.shape[r - 2].name == pair_q_ && n.shape[r - 1].name == pair_kv_;
   }
 
-  // softmax(chain(S))·V as one fused pipeline (flash_algorithm.hpp).
+  int index_of(const ir::node& n) const { return static_cast<int>(&n - g_.nodes.data()); }
+
+  // Does the subtree at i read the placeholder `score`?
+  bool uses_score(int i) const {
+    const ir::node& n = g_.at(i);
+    if (n.kind == ir::op::placeholder) return n.param == static_cast<int>(ir::placeholder::score);
+    for (int a : n.args)
+      if (uses_score(a)) return true;
+    return false;
+  }
+
+  // Softmax-free attention: does every mask on the score's path (attention_match::chain) keep
+  // the pair at idx (the weights' index)? Each predicate is read at its mask's own index.
+  Expr kept_by_chain(const attention_match& m, const std::vector<Expr>& idx) {
+    Expr keep = Internal::const_true();
+    for (int mask : m.chain) {
+      const ir::node& link = g_.at(mask);
+      const std::vector<Expr> at = broadcast_index(mask, idx);
+      const Expr s = uses_score(link.args[1]) ? value(link.args[0], at, {}) : Expr();
+      keep = keep && arg(link, 1, at, score_placeholders(link, at, s));
+    }
+    return keep;
+  }
+
+  // softmax(chain(S))·V, or softmax-free f(S)·V, as one fused pipeline (flash_algorithm.hpp).
   Func fused(const attention_match& m) {
-    const ir::node& weights = g_.at(m.softmax);
+    const ir::node& weights = g_.at(m.weights);
     const std::size_t r = weights.shape.size();
     const ir::dim& q_dim = weights.shape[r - 2];
     const ir::dim& kv_dim = weights.shape[r - 1];
@@ -327,6 +355,15 @@ class lowering {
       std::vector<Expr> idx = lead;
       idx.push_back(q);
       idx.push_back(kv);
+      if (!m.normalised()) {
+        // f(S) with the path's masks as `keep` (so that tiles can be skipped or left unchecked).
+        const auto saved_transparent = transparent_;
+        transparent_.insert(m.chain.begin(), m.chain.end());
+        flash_problem::scored sc{cast(Float(32), value(m.score, idx, {})), kept_by_chain(m, idx)};
+        transparent_ = saved_transparent;
+        std::tie(pairwise_, pair_q_, pair_kv_) = saved;
+        return sc;
+      }
       flash_problem::scored sc{value(m.score, idx, {}), Internal::const_true()};
       for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) {
         const ir::node& link = g_.at(*it);
@@ -343,8 +380,14 @@ class lowering {
       idx.push_back(d);
       return value(m.values, idx, {});
     };
+    p.with_lse = options_.with_lse;
+    p.normalised = m.normalised();
     const flash_schedule& t = options_.tiles;
     out_.flash.push_back(flash_attention(p, t.q_tile, t.kv_tile, t.vector));
+    if (options_.with_lse) {
+      out_.lse = out_.flash.back().lse;
+      out_.lse_batched = p.batched;
+    }
     funcs_.emplace(m.combine, out_.flash.back().output);
     return out_.flash.back().output;
   }
@@ -374,9 +417,14 @@ class lowering {
       ib.push_back(idx.back());
     }
     f(lhs(idx)) = 0.0f;
-    const Expr a = value(n.args[0], ia, {}), b = value(n.args[1], ib, {});
+    Expr a = value(n.args[0], ia, {});
+    const Expr b = value(n.args[1], ib, {});
+    // Softmax-free attention: a key a mask on the score's path removes has weight 0 (as fused).
+    const auto softmax_free = softmax_free_.find(index_of(n));
+    if (softmax_free != softmax_free_.end()) a = Halide::select(exact_predicate(kept_by_chain(softmax_free->second, ia)), a, 0.0f);
     // Weights · values: a key with weight 0 (masked) has no influence, even a NaN value.
-    f(lhs(idx)) += g_.at(n.args[0]).kind == ir::op::softmax ? weighted(a, b) : a * b;
+    const bool weights = g_.at(n.args[0]).kind == ir::op::softmax || softmax_free != softmax_free_.end();
+    f(lhs(idx)) += weights ? weighted(a, b) : a * b;
     return k;
   }
 
@@ -418,12 +466,35 @@ class lowering {
     st.row_max = m;
     st.row_exp = e;
     st.row_sum = s;
+    if (options_.with_lse && pairwise_ == nullptr && !out_.lse.defined()) define_lse(n, row, x_k);
+  }
+
+  // The log-sum-exp of each row of the softmax, by the softmax's own rule (nonfinite.hpp): its
+  // own running max and sum, computed per row (the softmax's helpers live inside the softmax's loops).
+  void define_lse(const ir::node& n, const std::vector<Expr>& row, const Expr& x_k) {
+    const auto row_args = halide_args(row, batch_, n.batched);
+    Func m("lse_max"), s("lse_sum"), lse("lse");
+    m(row_args) = no_score();
+    m(row_args) = Halide::max(m(row_args), Halide::select(is_kept_score(x_k), x_k, no_score()));
+    s(row_args) = 0.0f;
+    s(row_args) += Halide::select(is_kept_score(x_k), exp_below_max(x_k, m(row_args)), 0.0f);
+    lse(row_args) = log_sum_exp(m(row_args), s(row_args));
+    std::vector<Var> vars;
+    for (auto it = row.rbegin(); it != row.rend(); ++it) vars.push_back(Var(it->as<Internal::Variable>()->name));
+    if (n.batched) vars.push_back(batch_);
+    std::vector<std::int64_t> extents = static_extents(n);
+    extents.erase(extents.begin());
+    out_.stages.push_back({lse, vars, lowered::stage::row_reduction, m, {}, s, {}, extents, {}});
+    out_.lse = lse;
+    out_.lse_batched = n.batched;
   }
 
   const ir::graph& g_;
   const bound_dims& bound_;
   const lowering_options& options_;
   std::map<int, attention_match> attention_;  // by combine node
+  std::map<int, attention_match> softmax_free_;  // softmax-free attentions, fused or not, by combine node
+  std::set<int> transparent_;                  // masks evaluated as a fused score's `keep`, not as -inf
   std::set<std::string_view> tiled_dims_;     // query and key dims of fused attentions
   std::vector<stage>* pairwise_ = nullptr;    // while evaluating a fused score: its per-pair Funcs
   std::string_view pair_q_, pair_kv_;

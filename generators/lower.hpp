@@ -20,6 +20,10 @@ struct lowered {
   Halide::Func output;                     // args: innermost first, then batch (if batched)
   Halide::Func weights;                    // the outermost softmax; undefined if there is none
   bool output_batched = false, weights_batched = false;
+  // With lowering_options::with_lse: the one softmax's log-sum-exp per row, (rows innermost
+  // first..., batch): the softmax's args without the key axis. -inf for a row without a kept key.
+  Halide::Func lse;
+  bool lse_batched = false;
 
   // What the schedule needs to know about each materialised Func.
   using stage = gen::stage;
@@ -38,6 +42,7 @@ struct lowering_options {
   bool fused = false;
   flash_schedule tiles{};
   bool default_tiles = false;  // tiles are the default: lower_and_schedule may fit them to the masks (banded())
+  bool with_lse = false;       // define lowered::lse (the graph has exactly one softmax: the caller checks)
 };
 
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options = {});

@@ -58,6 +58,12 @@ inline Halide::Expr normalise(const Halide::Expr& numerator, const Halide::Expr&
   return Halide::strict_float(Halide::select(sum == 0.0f, 0.0f, numerator / sum));
 }
 
+// The log-sum-exp of a row from its running max and its sum of exp(score - max): max + log(sum);
+// -inf when the sum is 0 (no kept key: every key masked), NaN when the sum is NaN.
+inline Halide::Expr log_sum_exp(const Halide::Expr& max, const Halide::Expr& sum) {
+  return Halide::strict_float(Halide::select(sum == 0.0f, minus_infinity(), max + Halide::log(sum)));
+}
+
 // The same as a factor: 1 / sum, 0 when the sum is 0, NaN when it is NaN. One division per row
 // instead of one per element (a vector division costs about 16 cycles).
 inline Halide::Expr reciprocal_or_zero(const Halide::Expr& sum) {

@@ -9,7 +9,8 @@ namespace attn::gen {
 struct stage {
   Halide::Func func;
   std::vector<Halide::Var> vars;  // innermost first, batch last
-  enum kind_t { product, softmax_row, layout } kind;
+  // row_reduction: a value per softmax row from row_max and row_sum, computed per row (the log-sum-exp).
+  enum kind_t { product, softmax_row, layout, row_reduction } kind;
   Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
   Halide::RDom reduction;                   // products: the contracted dim
   std::vector<std::int64_t> extents;        // per var, as vars: the size if fixed when compiling, else 0

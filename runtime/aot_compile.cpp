@@ -71,7 +71,7 @@ std::string abi_comment(const ir::graph& g, const options& o) {
   for (std::size_t i = 0; i < o.targets.size(); ++i) s << (i ? ", " : "") << o.targets[i];
   s << (o.targets.size() > 1 ? " (chosen at run time from the CPU's features, in that order)" : "") << ".\n *\n";
   s << " *   int " << o.name << "(halide_buffer_t *tensor, ..., halide_buffer_t *output"
-    << (o.with_weights ? ", halide_buffer_t *weights" : "") << ");\n *\n";
+    << (o.with_weights ? ", halide_buffer_t *weights" : "") << (o.with_lse ? ", halide_buffer_t *lse" : "") << ");\n *\n";
   s << " * One halide_buffer_t per tensor, in this order. Shapes are row-major (outermost first) as\n"
        " * written in the expression; a halide_buffer_t lists its dims the other way round, innermost\n"
        " * first, with the batch (if any) last. Every dim starts at 0; inner dims must be dense\n"
@@ -89,6 +89,12 @@ std::string abi_comment(const ir::graph& g, const options& o) {
         s << " *   " << ++i << ". weights  float32 " << shape_text(*it, bound) << "  (the attention weights)\n";
         break;
       }
+  if (o.with_lse) {
+    ir::node rows = g.at(detail::lse_softmax(g));
+    rows.shape.pop_back();
+    s << " *   " << ++i << ". lse  float32 " << shape_text(rows, bound)
+      << "  (each row's log-sum-exp of its kept scores; -inf for a row without one)\n";
+  }
   s << " *\n * Returns 0 on success, else a negative halide_error_code_t (HalideRuntime.h), e.g. -2 for a\n"
        " * buffer whose sizes do not fit. Halide's default error handler prints the message and aborts\n"
        " * the process: to get the code back instead, install a handler once per program with\n"
@@ -104,7 +110,8 @@ files generate(const ir::graph& g, const options& o) {
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
   std::vector<Halide::Target> targets;
   for (const std::string& t : o.targets) targets.push_back(parse_target(t));
-  jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .path = o.path, .schedule = o.schedule};
+  if (o.with_lse) detail::lse_softmax(g);  // exactly one softmax: argument_error otherwise
+  jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse, .path = o.path, .schedule = o.schedule};
 
   // One pipeline per target: vector widths and default tiles depend on it.
   auto pipeline_for = [&](const Halide::Target& target, std::vector<Halide::Argument>& args) {
@@ -122,7 +129,10 @@ files generate(const ir::graph& g, const options& o) {
     if (o.with_weights && !l.weights.defined()) throw argument_error("with_weights: the expression has no softmax");
     constrain(g, l, bound);
     args.assign(l.params.begin(), l.params.end());
-    return o.with_weights ? Halide::Pipeline({l.output, l.weights}) : Halide::Pipeline(l.output);
+    std::vector<Halide::Func> results{l.output};
+    if (o.with_weights) results.push_back(l.weights);
+    if (o.with_lse) results.push_back(l.lse);
+    return Halide::Pipeline(results);
   };
 
   std::filesystem::create_directories(o.out_dir);

@@ -25,6 +25,7 @@ struct options {
   std::string schedule = "default";
   lowering path = lowering::automatic;
   bool with_weights = false;
+  bool with_lse = false;  // also output each softmax row's log-sum-exp (jit_options::with_lse)
   std::filesystem::path out_dir = ".";
   bool stmt = false, stmt_html = false, assembly = false;  // listings, for the first target
 };

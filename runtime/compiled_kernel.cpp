@@ -43,7 +43,7 @@ namespace {
 
 std::string cache_key(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound) {
   std::string k = ir::serialize(g) + "|target=" + o.target + "|schedule=" + o.schedule + "|weights=" + (o.with_weights ? "1" : "0") +
-                  "|path=" + std::to_string(static_cast<int>(o.path));
+                  "|path=" + std::to_string(static_cast<int>(o.path)) + (o.with_lse ? "|lse=1" : "");
   for (const auto& [name, size] : bound) k += "|" + name + "=" + std::to_string(size);
   return k;
 }
@@ -74,6 +74,13 @@ constexpr auto make_call_table(std::index_sequence<N...>) {
 }
 constexpr auto call_table = make_call_table(std::make_index_sequence<33>{});
 
+// The log-sum-exp's sizes in this call: the softmax's without the key axis.
+std::vector<std::int64_t> lse_sizes(const ir::graph& g, const detail::call_shape& call) {
+  std::vector<std::int64_t> s = detail::result_sizes(g.at(detail::lse_softmax(g)), call);
+  s.pop_back();
+  return s;
+}
+
 std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_options& o, const detail::dim_sizes& bound,
                                                bool tuned, const std::string& key) {
   auto p = std::make_unique<compiled_kernel::impl>();
@@ -88,9 +95,9 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   detail::check_jit_can_run(p->target, o.target);
   const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
   if (how.fused) {
-    std::vector<int> fused_softmaxes;
-    for (const gen::attention_match& m : gen::find_attention(g)) fused_softmaxes.push_back(m.softmax);
-    p->materialised = detail::fused_materialised(g, fused_softmaxes);
+    std::vector<int> fused_weights;
+    for (const gen::attention_match& m : gen::find_attention(g)) fused_weights.push_back(m.weights);
+    p->materialised = detail::fused_materialised(g, fused_weights);
   } else {
     p->materialised = detail::generic_materialised(g, o.with_weights);
   }
@@ -101,7 +108,10 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->description = detail::describe(g, how.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given");
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
-    p->pipeline = o.with_weights ? Halide::Pipeline({p->lowered.output, p->lowered.weights}) : Halide::Pipeline(p->lowered.output);
+    std::vector<Halide::Func> results{p->lowered.output};
+    if (o.with_weights) results.push_back(p->lowered.weights);
+    if (o.with_lse) results.push_back(p->lowered.lse);
+    p->pipeline = Halide::Pipeline(results);
     if (autoscheduler) gen::autoschedule(p->pipeline, p->lowered, g, p->bound, *autoscheduler, p->target);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     p->loaded = detail::disk_kernel(p->pipeline, p->arguments, p->target, key);
@@ -109,6 +119,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
     p->names.emplace_back(p->lowered.output.name(), "output");
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
+    if (o.with_lse) p->names.emplace_back(p->lowered.lse.name(), "lse");
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
   } catch (const std::invalid_argument& e) {  // an autoscheduler without sizes
@@ -125,6 +136,7 @@ compiled_kernel::~compiled_kernel() = default;
 
 std::shared_ptr<const compiled_kernel> compiled_kernel::get(const ir::graph& g, const jit_options& o) {
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
+  if (o.with_lse) detail::lse_softmax(g);  // exactly one softmax, before any compile or cache lookup
   jit_options used = o;
   const bool tuned = detail::apply_tuning_record(g, used, bound);
   const std::string key = cache_key(g, used, bound) + (tuned ? "|tuned" : "");
@@ -168,16 +180,22 @@ outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
                        impl_->target.maximum_buffer_size());
   outputs out;
   out.output = tensor<float>(detail::result_sizes(g.output(), call));
-  tensor_view weights_view;
+  tensor_view weights_view, lse_view;
   if (impl_->options.with_weights) {
     out.weights = tensor<float>(detail::result_sizes(g.at(detail::weights_node(g)), call));
     weights_view = out.weights.view();
   }
-  run_into(inputs, out.output.view(), impl_->options.with_weights ? &weights_view : nullptr);
+  if (impl_->options.with_lse) {
+    out.lse = tensor<float>(lse_sizes(g, call));
+    lse_view = out.lse.view();
+  }
+  run_into(inputs, out.output.view(), impl_->options.with_weights ? &weights_view : nullptr,
+           impl_->options.with_lse ? &lse_view : nullptr);
   return out;
 }
 
-void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights) const {
+void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,
+                               const tensor_view* lse) const {
   const ir::graph& g = impl_->graph;
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
   detail::check_output("output", output, detail::result_sizes(g.output(), call));
@@ -190,10 +208,22 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   } else if (impl_->options.with_weights) {
     throw argument_error("this kernel was compiled with_weights: pass a weights tensor too");
   }
+  if (lse != nullptr) {
+    if (!impl_->options.with_lse) throw argument_error("lse requested, but the kernel was compiled without with_lse");
+    detail::check_output("lse", *lse, lse_sizes(g, call));
+  } else if (impl_->options.with_lse) {
+    throw argument_error("this kernel was compiled with_lse: pass an lse tensor too (into_with_lse) or call run()");
+  }
   detail::check_no_self_overlap("output 'output'", output);
   if (weights != nullptr) {
     detail::check_no_self_overlap("output 'weights'", *weights);
     if (detail::may_overlap(output, *weights)) throw argument_error("output 'output' and output 'weights' overlap in memory");
+  }
+  if (lse != nullptr) {
+    detail::check_no_self_overlap("output 'lse'", *lse);
+    if (detail::may_overlap(output, *lse)) throw argument_error("output 'output' and output 'lse' overlap in memory");
+    if (weights != nullptr && detail::may_overlap(*weights, *lse))
+      throw argument_error("output 'weights' and output 'lse' overlap in memory");
   }
   detail::check_memory(detail::estimate_memory(g, call, {}, impl_->materialised),
                        impl_->target.maximum_buffer_size());
@@ -210,7 +240,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     detail::strided_copy(v, dense);
     return dense;
   };
-  float_copies.reserve(inputs.size() + 2);
+  float_copies.reserve(inputs.size() + 3);
   int_copies.reserve(inputs.size());
 
   std::vector<std::unique_ptr<detail::halide_buffer>> buffers;
@@ -234,6 +264,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   };
   const tensor_view out_target = add_output(g.output(), output);
   const tensor_view weights_target = weights ? add_output(*softmax, *weights) : tensor_view{};
+  const tensor_view lse_target = lse ? add_output(*softmax, *lse) : tensor_view{};
 
   std::vector<halide_buffer_t*> args;
   for (auto& b : buffers) args.push_back(&b->buf);
@@ -243,6 +274,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   if (code != 0) detail::throw_halide_error(code, ctx.message, impl_->names);
   if (out_target.data != output.data) detail::strided_copy(out_target, output);
   if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
+  if (lse && lse_target.data != lse->data) detail::strided_copy(lse_target, *lse);
 }
 
 }  // namespace attn

@@ -32,7 +32,7 @@ class kernel {
     return run(inputs...).output;
   }
 
-  // The output and, if compiled with_weights, the attention weights.
+  // The output and, if compiled with_weights, the attention weights; with_lse, the log-sum-exp.
   template <class... T>
     requires(std::convertible_to<const T&, tensor_view> && ...)
   outputs run(const T&... inputs) const {
@@ -56,6 +56,15 @@ class kernel {
     check_arity<sizeof...(T)>();
     const std::array<tensor_view, sizeof...(T)> views{tensor_view(inputs)...};
     k_->run_into(views, output, &weights);
+  }
+
+  // Compiled with_lse: the output and each row's log-sum-exp (outputs::lse's shape).
+  template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
+  void into_with_lse(const tensor_view& output, const tensor_view& lse, const T&... inputs) const {
+    check_arity<sizeof...(T)>();
+    const std::array<tensor_view, arity> views{tensor_view(inputs)...};
+    k_->run_into(views, output, nullptr, &lse);
   }
 
   // By name, in any order: every parameter exactly once (argument_error naming a missing, unknown

@@ -20,6 +20,7 @@ struct jit_options {
   std::string target = "host";             // a Halide target string, e.g. "host" or "x86-64-linux-avx2"
   std::vector<dsl::dim_binding> bind{};    // run-time dims fixed when compiling (T = 128)
   bool with_weights = false;               // also produce the attention weights (the outermost softmax)
+  bool with_lse = false;                   // also produce each row's log-sum-exp of the (only) softmax's scores
   lowering path = lowering::automatic;     // automatic: fused when the expression is attention
   std::string schedule = "default";        // "default" (chosen per shape and target), schedule parameters,
                                            // or "auto=Mullapudi2016|Li2018|Adams2019" (every run-time dim bound)
@@ -32,20 +33,26 @@ enum class listing { text, html };
 struct outputs {
   tensor<float> output;
   tensor<float> weights;  // empty unless compiled with_weights
+  // Empty unless compiled with_lse: log Σ_kept exp(score) of each row of the softmax, shaped like
+  // the softmax without its key axis (batch, heads..., queries); -inf for a row with no kept key.
+  tensor<float> lse;
 };
 
 class compiled_kernel {
  public:
   // Compiles once per (graph, options) and caches (least recently used dropped beyond
   // kernel_cache_limit()); safe to call from several threads at once. Throws compile_error for a
-  // target this machine cannot run, argument_error / shape_error for a bad jit_options::bind.
+  // target this machine cannot run, argument_error / shape_error for a bad jit_options::bind,
+  // argument_error for with_lse on an expression without exactly one softmax.
   static std::shared_ptr<const compiled_kernel> get(const ir::graph& g, const jit_options& options);
   ~compiled_kernel();
 
   // Checks every tensor, aliasing and the memory budget first (nothing is written when a check
   // fails), then runs.
   outputs run(std::span<const tensor_view> inputs) const;
-  void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights) const;
+  // weights (lse) must be given exactly when the kernel was compiled with_weights (with_lse).
+  void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,
+                const tensor_view* lse = nullptr) const;
 
   const ir::graph& graph() const;
   const jit_options& options() const;

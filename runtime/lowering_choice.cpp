@@ -18,6 +18,17 @@ std::int64_t size_of(const ir::dim& d, const dim_sizes& bound) {
 
 }  // namespace
 
+int lse_softmax(const ir::graph& g) {
+  std::vector<int> found;
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+    if (g.at(i).kind == ir::op::softmax) found.push_back(i);
+  if (found.empty()) throw argument_error("with_lse: the expression has no softmax, so no log-sum-exp to return");
+  if (found.size() > 1)
+    throw argument_error("with_lse: the expression has " + std::to_string(found.size()) +
+                         " softmaxes; the log-sum-exp is defined for an expression with exactly one");
+  return found.front();
+}
+
 // Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target) {
@@ -25,16 +36,18 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
   const bool autoscheduled = o.schedule.starts_with("auto=");
+  l.with_lse = o.with_lse;
+  if (o.with_lse) lse_softmax(g);
   l.default_tiles = o.schedule == "default" || autoscheduled;  // an autoscheduler keeps the default algorithm
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty())
-    throw compile_error("path = fused: the expression has no attention (softmax(S)·V) to fuse");
+    throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
   const int vector = target.natural_vector_size<float>();
   if (found.empty()) {
     l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
   } else {
-    const ir::node& w = g.at(found.front().softmax);
+    const ir::node& w = g.at(found.front().weights);
     const std::size_t r = w.shape.size();
     l.tiles = gen::default_flash_schedule(size_of(w.shape[r - 2], bound), size_of(w.shape[r - 1], bound),
                                           size_of(g.at(found.front().values).shape.back(), bound), vector);

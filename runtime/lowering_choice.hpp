@@ -9,6 +9,10 @@
 
 namespace attn::detail {
 
+// The softmax whose log-sum-exp jit_options::with_lse returns: the expression's only one.
+// argument_error if it has none or several.
+int lse_softmax(const ir::graph& g);
+
 // Throws compile_error for a path or schedule the expression cannot have.
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target);

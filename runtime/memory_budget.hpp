@@ -28,7 +28,7 @@ std::vector<int> generic_materialised(const ir::graph& g, bool with_weights);
 
 // The nodes the fused lowering materialises: the generic ones but each fused attention's
 // softmax and the (queries × keys) nodes of its score, which it computes tile by tile.
-// `fused_softmaxes`: the softmax node of each fused attention.
+// `fused_softmaxes`: the weights node (the softmax, or softmax-free f(S)) of each fused attention.
 std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes);
 
 // The outermost softmax (the one with_weights returns), or -1.

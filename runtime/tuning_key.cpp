@@ -9,7 +9,8 @@ namespace attn {
 
 std::string tuning_signature(const ir::graph& g, const jit_options& o) {
   const std::string text = ir::serialize(g) + "|weights=" + (o.with_weights ? "1" : "0") +
-                           "|path=" + (o.path == lowering::generic ? "generic" : "fused");  // automatic fuses attention
+                           "|path=" + (o.path == lowering::generic ? "generic" : "fused") +  // automatic fuses attention
+                           (o.with_lse ? "|lse=1" : "");  // absent when off: earlier records keep their signature
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a: simple, stable, no dependency
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char hex[17];

@@ -143,6 +143,23 @@ mat<Acc> softmax_rows(const mat<Acc>& s) {
   return w;
 }
 
+// The log-sum-exp of each row, log Σ_j exp(s_ij), as a column (rows × 1): max + log Σ exp(s - max).
+// -inf scores (masked keys) add nothing; a row of only -inf (fully masked) gives -inf.
+template <class Acc>
+mat<Acc> log_sum_exp_rows(const mat<Acc>& s) {
+  constexpr Acc minus_inf = -std::numeric_limits<Acc>::infinity();
+  mat<Acc> r(s.rows, 1, minus_inf);
+  for (index i = 0; i < s.rows; ++i) {
+    Acc m = minus_inf;
+    for (index j = 0; j < s.cols; ++j) m = std::max(m, s(i, j));
+    if (m == minus_inf) continue;
+    Acc sum = 0;
+    for (index j = 0; j < s.cols; ++j) sum += std::exp(s(i, j) - m);
+    r(i, 0) = m + std::log(sum);
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------- attention
 
 // A score modifier f(score, q_idx, kv_idx, head) and a mask predicate keep(q_idx, kv_idx, head).
@@ -155,6 +172,7 @@ template <class Acc>
 struct result {
   mat<Acc> output;
   mat<Acc> weights;  // the softmax output; heads stacked along the rows for multi-head variants
+  mat<Acc> lse;      // each row's log-sum-exp of its scores (rows × 1), heads stacked as the weights
 };
 
 // Attention from scores: softmax over each row (after the modifier, then the mask), times V.
@@ -168,9 +186,31 @@ result<Acc> attend(mat<Acc> scores, const mat<Acc>& v, const mask_pred& keep = {
     }
   result<Acc> r;
   r.weights = softmax_rows(scores);
+  r.lse = log_sum_exp_rows(scores);
   r.output = matmul(r.weights, v);
   return r;
 }
+
+// Softmax-free attention (sigmoid, ReLU attention): each weight is f(score) on its own (after the
+// modifier), exactly 0 for a key the mask removes; output = W·V, no normalisation over the keys.
+template <class Acc>
+result<Acc> attend_unnormalised(const mat<Acc>& scores, const mat<Acc>& v, const std::function<Acc(Acc)>& f,
+                                const mask_pred& keep = {}, const score_mod<Acc>& mod = {}, index head = 0) {
+  result<Acc> r;
+  r.weights = mat<Acc>(scores.rows, scores.cols);
+  for (index i = 0; i < scores.rows; ++i)
+    for (index j = 0; j < scores.cols; ++j) {
+      const Acc s = mod ? mod(scores(i, j), i, j, head) : scores(i, j);
+      r.weights(i, j) = keep && !keep(i, j, head) ? Acc{0} : f(s);
+    }
+  r.output = matmul(r.weights, v);
+  return r;
+}
+
+template <class Acc>
+Acc sigmoid(Acc x) { return Acc{1} / (Acc{1} + std::exp(-x)); }
+template <class Acc>
+Acc relu(Acc x) { return x > Acc{0} ? x : Acc{0}; }
 
 // softmax(scale · Q·Kᵀ [modified] [masked])·V
 template <class Acc>
@@ -190,13 +230,14 @@ result<Acc> multi_head(const mat<Acc>& q, const mat<Acc>& k, const mat<Acc>& v, 
                        const score_mod<Acc>& mod = {}) {
   if (q.cols % heads != 0 || v.cols % heads != 0) throw std::invalid_argument("ref::multi_head: width not divisible");
   const index dq = q.cols / heads, dv = v.cols / heads;
-  result<Acc> r{mat<Acc>(q.rows, v.cols), mat<Acc>(heads * q.rows, k.rows)};
+  result<Acc> r{mat<Acc>(q.rows, v.cols), mat<Acc>(heads * q.rows, k.rows), mat<Acc>(heads * q.rows, 1)};
   for (index h = 0; h < heads; ++h) {
     result<Acc> one = scaled_dot_product(columns(q, h * dq, dq), columns(k, h * dq, dq), columns(v, h * dv, dv),
                                          inv_sqrt(dq), keep, mod, h);
     for (index i = 0; i < q.rows; ++i) {
       for (index j = 0; j < dv; ++j) r.output(i, h * dv + j) = one.output(i, j);
       for (index j = 0; j < k.rows; ++j) r.weights(h * q.rows + i, j) = one.weights(i, j);
+      r.lse(h * q.rows + i, 0) = one.lse(i, 0);
     }
   }
   return r;
@@ -305,13 +346,15 @@ inline double alibi_slope(index h, index heads) {
 
 // ---------------------------------------------------------------- error metrics
 
-// Largest |got - want| over n values. NaN or inf in `got` gives +inf (never passes a tolerance).
+// Largest |got - want| over n values. NaN or inf in `got` gives +inf (never passes a tolerance),
+// unless `want` is the same infinity (a log-sum-exp of -inf: a row without a kept key).
 template <class Acc>
 double max_abs_error(const float* got, index n, const mat<Acc>& want, index* worst = nullptr) {
   if (want.size() != n) throw std::invalid_argument("ref::max_abs_error: sizes differ");
   double e = 0;
   for (index i = 0; i < n; ++i) {
-    double d = std::abs(static_cast<double>(got[i]) - static_cast<double>(want.a[static_cast<std::size_t>(i)]));
+    const double w = static_cast<double>(want.a[static_cast<std::size_t>(i)]);
+    double d = std::isinf(w) && static_cast<double>(got[i]) == w ? 0.0 : std::abs(static_cast<double>(got[i]) - w);
     if (!std::isfinite(d)) d = std::numeric_limits<double>::infinity();
     if (d > e) {
       e = d;
@@ -324,7 +367,8 @@ double max_abs_error(const float* got, index n, const mat<Acc>& want, index* wor
 template <class Acc>
 double max_abs(const mat<Acc>& m) {
   double r = 0;
-  for (Acc v : m.a) r = std::max(r, std::abs(static_cast<double>(v)));
+  for (Acc v : m.a)
+    if (std::isfinite(static_cast<double>(v))) r = std::max(r, std::abs(static_cast<double>(v)));  // the scale of finite values
   return r;
 }
 

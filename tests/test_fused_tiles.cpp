@@ -154,6 +154,14 @@ BOOST_AUTO_TEST_CASE(causal_skips_the_upper_triangle) {
   expect_tiles("causal", attention(causal(s)), 1000, 1, 48, 80, [](idx_t, idx_t i, idx_t j) { return j <= i; });
 }
 
+BOOST_AUTO_TEST_CASE(softmax_free_attention_skips_the_same_tiles) {
+  // Sigmoid attention, causal: the mask on the score's path is the tiles' `keep` as under softmax.
+  for (idx_t t : {7, 1000})
+    expect_tiles("sigmoid causal", combine(sigmoid(causal(s) - 3.0f), v), t, 1, 32, 64, [](idx_t, idx_t i, idx_t j) { return j <= i; });
+  expect_tiles("ReLU sliding window 256", variants::relu_attention(sliding_window(s, 256), v), 2000, 1, 32, 64,
+               [](idx_t, idx_t i, idx_t j) { return j <= i && i - j < 256; });
+}
+
 BOOST_AUTO_TEST_CASE(sliding_window_visits_a_band) {
   expect_tiles("sliding window 256", attention(sliding_window(s, 256)), 2000, 1, 32, 64,
                [](idx_t, idx_t i, idx_t j) { return j <= i && i - j < 256; });

@@ -47,7 +47,7 @@ attention_sizes sizes_for_search(const ir::graph& g, const dim_sizes& sizes, int
   a.vector = vector;
   const std::vector<gen::attention_match> found = gen::find_attention(g);
   if (found.empty()) return a;
-  const ir::node& w = g.at(found.front().softmax);
+  const ir::node& w = g.at(found.front().weights);
   const std::size_t r = w.shape.size();
   a.nq = size_of(w.shape[r - 2], sizes);
   a.nk = size_of(w.shape[r - 1], sizes);

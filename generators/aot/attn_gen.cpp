@@ -61,7 +61,7 @@ int generator_main(int argc, char** argv) {
   app.footer(kernel_list());
   std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".";
   std::vector<std::string> targets{"host"}, binds;
-  bool with_weights = false, stmt = false, html = false, assembly = false, list = false;
+  bool with_weights = false, with_lse = false, stmt = false, html = false, assembly = false, list = false;
   app.add_option("kernel", kernel, "the kernel to build: a name listed below");
   app.add_flag("--list", list, "print the kernels' names, one a line, and exit");
   app.add_option("-n,--name", name, "the C function and file name (default: the kernel's, :: as _)");
@@ -72,6 +72,7 @@ int generator_main(int argc, char** argv) {
   app.add_option("-s,--schedule", schedule, "fused schedule parameters, e.g. \"q_tile=32 kv_tile=64\" (default: chosen per shape and target)");
   app.add_option("-p,--path", path, "lowering: automatic, fused or generic")->check(CLI::IsMember({"automatic", "fused", "generic"}));
   app.add_flag("-w,--with-weights", with_weights, "also output the attention weights (generic lowering)");
+  app.add_flag("--with-lse", with_lse, "also output each softmax row's log-sum-exp (an expression with one softmax)");
   app.add_option("-o,--output-dir", out_dir, "where to write NAME.a and NAME.h (default: .)");
   app.add_flag("--stmt", stmt, "also write Halide's lowered statement, NAME.stmt");
   app.add_flag("--html", html, "also write it as a web page, NAME.stmt.html");
@@ -101,6 +102,7 @@ int generator_main(int argc, char** argv) {
     o.schedule = schedule;
     o.path = path == "fused" ? lowering::fused : path == "generic" ? lowering::generic : lowering::automatic;
     o.with_weights = with_weights;
+    o.with_lse = with_lse;
     o.out_dir = out_dir;
     o.stmt = stmt;
     o.stmt_html = html;

@@ -18,6 +18,7 @@
 #include "aot_registered.h"
 #include "aot_sliding_window_attention.h"
 #include "aot_softcap_causal_attention.h"
+#include "aot_lse.h"
 #include "aot_weights.h"
 #ifdef ATTN_TEST_MULTITARGET
 #include "aot_multitarget.h"
@@ -106,6 +107,20 @@ BOOST_AUTO_TEST_CASE(projections_and_weights_equal_the_jit) {
   BOOST_TEST_REQUIRE(aot_weights(xb, qb, kb, vb, owb, wb) == 0);
   BOOST_TEST(out_w == jit_w.output.values());
   BOOST_TEST(weights == jit_w.weights.values());
+}
+
+BOOST_AUTO_TEST_CASE(log_sum_exp_equals_the_jit) {
+  // The fused kernel with its log-sum-exp (WITH_LSE): output and lse bit for bit as the JIT's.
+  for (std::int64_t t : {1, 7, 100}) {
+    auto q = random({H, t, Dh}, 21), k = random({H, t, Dh}, 22), v = random({H, t, Dh}, 23);
+    const attn::outputs jit = attn::jit(named::causal_attention, {.bind = {named::Dh = Dh}, .with_lse = true}).run(q, k, v);
+    std::vector<float> out(static_cast<std::size_t>(H * t * Dh)), lse(static_cast<std::size_t>(H * t));
+    kernel_buffer qb(q.data(), {1, H, t, Dh}), kb(k.data(), {1, H, t, Dh}), vb(v.data(), {1, H, t, Dh}), ob(out.data(), {1, H, t, Dh}),
+        lb(lse.data(), {1, H, t});
+    BOOST_TEST_REQUIRE(aot_lse(qb, kb, vb, ob, lb) == 0);
+    BOOST_TEST(out == jit.output.values());
+    BOOST_TEST(lse == jit.lse.values());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(multi_head_self_attention_equals_the_jit) {
