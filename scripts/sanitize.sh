@@ -13,7 +13,7 @@ build="$root/build-asan"
 "$venv/bin/cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DBUILD_TESTING=ON -DATTN_SANITIZE=address,undefined -DHalide_DIR="$halide_dir" \
   -DHalideHelpers_DIR="${halide_dir%/Halide}/HalideHelpers" >/dev/null
-"$venv/bin/cmake" --build "$build" -j "${ATTN_JOBS:-2}" --target test_runtime_errors test_hardening test_properties test_variants test_lookups test_catalogue test_products \
+"$venv/bin/cmake" --build "$build" -j "${ATTN_JOBS:-2}" --target test_runtime_errors test_hardening test_properties test_variants test_lookups test_catalogue test_normalisations test_products \
   test_disk_cache disk_cache_writer \
   fuzz_corpus_replay
 
