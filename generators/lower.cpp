@@ -343,8 +343,11 @@ class lowering {
       idx.push_back(d);
       return value(m.values, idx, {});
     };
+    // On a GPU the lanes of the row reductions are the block's threads in x.
     const flash_schedule& t = options_.tiles;
-    out_.flash.push_back(flash_attention(p, t.q_tile, t.kv_tile, t.vector));
+    const std::optional<flash_gpu_schedule>& gpu = options_.gpu;
+    out_.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->threads)
+                             : flash_attention(p, t.q_tile, t.kv_tile, t.vector));
     funcs_.emplace(m.combine, out_.flash.back().output);
     return out_.flash.back().output;
   }
