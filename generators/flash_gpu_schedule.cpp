@@ -164,6 +164,9 @@ flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_s
   if (s.kv_tile % s.threads != 0)
     throw std::invalid_argument("GPU schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of threads (" +
                                 std::to_string(s.threads) + ")");
+  if (s.shared)
+    throw std::invalid_argument("GPU schedule: shared=1 is disabled: it gives wrong results on PoCL when a query tile "
+                                "has a partial key tile (open problem, generators/flash_gpu_schedule.hpp); use shared=0");
   if (s.threads * s.q_tile > 1024)
     throw std::invalid_argument("GPU schedule: threads × q_tile = " + std::to_string(s.threads * s.q_tile) +
                                 " threads per block; at most 1024");
@@ -181,11 +184,13 @@ std::int64_t shared_bytes(const flash_gpu_schedule& s, std::int64_t dv, std::int
 }
 
 flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv) {
-  flash_gpu_schedule s;
+  flash_gpu_schedule s;  // per thread: q_tile threads per block, each a row's state in private memory
+  if (!s.shared) return s;
+  // shared=1 (once right): the largest query tile whose block fits in shared memory with both
+  // tiles staged; failing that, without the copy of V (P·V then reads V through the L1 cache).
+  // At most 8 rows: blocks of 256 threads (PoCL runs a block's work-items on one CPU thread's
+  // stack; 1024 overflowed it).
   const std::int64_t width = dv > 0 ? dv : 128;
-  // The largest query tile whose block fits in shared memory with both tiles staged; failing
-  // that, without the copy of V (P·V then reads V through the L1 cache). At most 8 rows: blocks
-  // of 256 threads (PoCL runs a block's work-items on one CPU thread's stack; 1024 overflowed it).
   for (int q : {8, 4}) {
     s.q_tile = q;
     s.stage_v = 1;
