@@ -382,8 +382,11 @@ class lowering {
     };
     p.with_lse = options_.with_lse;
     p.normalised = m.normalised();
+    // On a GPU the lanes of the row reductions are the block's threads in x.
     const flash_schedule& t = options_.tiles;
-    out_.flash.push_back(flash_attention(p, t.q_tile, t.kv_tile, t.vector));
+    const std::optional<flash_gpu_schedule>& gpu = options_.gpu;
+    out_.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->threads)
+                             : flash_attention(p, t.q_tile, t.kv_tile, t.vector));
     if (options_.with_lse) {
       out_.lse = out_.flash.back().lse;
       out_.lse_batched = p.batched;

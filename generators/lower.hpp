@@ -9,7 +9,9 @@
 #include <vector>
 #include <Halide.h>
 #include "dsl/ir.hpp"
+#include <optional>
 #include "flash_algorithm.hpp"
+#include "flash_gpu_schedule.hpp"
 #include "flash_schedule.hpp"
 #include "stage.hpp"
 
@@ -31,6 +33,7 @@ struct lowered {
   // Attentions lowered to the fused pipeline (each replaces a softmax and its combine).
   std::vector<flash_funcs> flash;
   flash_schedule tiles{};  // the fused pipeline's schedule, as lower_and_schedule chose it
+  std::optional<flash_gpu_schedule> gpu;  // for a GPU target: its fused schedule (tiles unused)
 };
 
 // Run-time dims fixed at compile time (jit_options::bind).
@@ -43,6 +46,7 @@ struct lowering_options {
   flash_schedule tiles{};
   bool default_tiles = false;  // tiles are the default: lower_and_schedule may fit them to the masks (banded())
   bool with_lse = false;       // define lowered::lse (the graph has exactly one softmax: the caller checks)
+  std::optional<flash_gpu_schedule> gpu;  // a GPU target's fused schedule: its tiles replace `tiles`
 };
 
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options = {});

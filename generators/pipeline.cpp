@@ -4,6 +4,8 @@
 
 #include "cpu_schedule.hpp"
 #include "flash_cpu_schedule.hpp"
+#include "flash_gpu_schedule.hpp"
+#include "gpu_schedule.hpp"
 
 namespace attn::gen {
 
@@ -12,20 +14,36 @@ lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering
   lowering_options used = options;
   std::int64_t band = 0;
   for (const flash_funcs& f : l.flash) band = std::max(band, f.band);
-  if (options.default_tiles && band > 0 && banded(options.tiles, band) != options.tiles) {
-    used.tiles = banded(options.tiles, band);
-    l = lower(g, bound, used);
+  if (options.default_tiles && band > 0) {
+    const bool refit = options.gpu ? banded(*options.gpu, band) != *options.gpu : banded(options.tiles, band) != options.tiles;
+    if (refit) {
+      if (options.gpu) used.gpu = banded(*options.gpu, band);
+      else used.tiles = banded(options.tiles, band);
+      l = lower(g, bound, used);
+    }
   }
   l.tiles = used.tiles;
+  l.gpu = used.gpu;
   return l;
 }
 
 lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
                            const Halide::Target& target) {
-  lowered l = lower_fitted(g, bound, options);
-  schedule_cpu(l, target);
-  for (flash_funcs& f : l.flash) schedule_flash_cpu(f, l.tiles, target);
+  // Same algorithm, the target's schedule: a GPU target without GPU parameters gets the defaults.
+  lowering_options how = options;
+  if (target.has_gpu_feature() && !how.gpu) how.gpu = flash_gpu_schedule{};
+  if (!target.has_gpu_feature()) how.gpu.reset();
+  lowered l = lower_fitted(g, bound, how);
+  if (l.gpu) {
+    schedule_gpu(l, target);
+    for (flash_funcs& f : l.flash) schedule_flash_gpu(f, l.params, *l.gpu, target);
+  } else {
+    schedule_cpu(l, target);
+    for (flash_funcs& f : l.flash) schedule_flash_cpu(f, l.tiles, target);
+  }
   return l;
 }
+
+std::string schedule_text(const lowered& l) { return l.gpu ? to_string(*l.gpu) : to_string(l.tiles); }
 
 }  // namespace attn::gen

@@ -1,6 +1,8 @@
 #pragma once
 // An expression's IR -> a lowered, scheduled set of Halide Funcs for one target: the generic
-// lowering, with every attention fused when asked (lower.hpp), and the CPU schedules of both.
+// lowering, with every attention fused when asked (lower.hpp), and the schedules of both: the CPU
+// ones, or the GPU ones when the target has a GPU feature (cuda, opencl, ...).
+#include <string>
 #include <Halide.h>
 #include "lower.hpp"
 
@@ -15,5 +17,8 @@ lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering
 // banded() tiles; lowered::tiles says which tiles were used.
 lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
                            const Halide::Target& target);
+
+// The fused schedule's parameters as text (GPU or CPU, whichever the lowering used).
+std::string schedule_text(const lowered& l);
 
 }  // namespace attn::gen

@@ -104,7 +104,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   try {
     const std::optional<std::string> autoscheduler = how.fused ? gen::autoscheduler_of(o.schedule) : std::nullopt;
     p->lowered = autoscheduler ? gen::lower_fitted(g, p->bound, how) : gen::lower_and_schedule(g, p->bound, how, p->target);
-    p->schedule = !how.fused ? "" : autoscheduler ? o.schedule : gen::to_string(p->lowered.tiles);
+    p->schedule = !how.fused ? "" : autoscheduler ? o.schedule : gen::schedule_text(p->lowered);
     p->description = detail::describe(g, how.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given");
     if (o.with_weights && !p->lowered.weights.defined())
       throw argument_error("with_weights: the expression has no softmax");
@@ -272,6 +272,9 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   const int code = impl_->loaded ? impl_->loaded->call(args.data(), args.size(), ctx.message)
                                  : call_table[args.size()](impl_->callable, &ctx, args.data());
   if (code != 0) detail::throw_halide_error(code, ctx.message, impl_->names);
+  // On a GPU target the outputs are still on the device; the device copies go with `buffers`.
+  for (auto& b : buffers)
+    if (const int rc = b->copy_to_host(); rc != 0) detail::throw_halide_error(rc, ctx.message, impl_->names);
   if (out_target.data != output.data) detail::strided_copy(out_target, output);
   if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
   if (lse && lse_target.data != lse->data) detail::strided_copy(lse_target, *lse);

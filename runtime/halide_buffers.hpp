@@ -23,6 +23,17 @@ struct halide_buffer {
     buf.type = v.type == dtype::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_int, 32);
     buf.dimensions = static_cast<int32_t>(dims.size());
     buf.dim = dims.data();
+    buf.flags = halide_buffer_flag_host_dirty;  // for a GPU kernel: the values are on the host, copy them over
+  }
+  // A GPU kernel allocated a device copy: free it (through the buffer's own device interface, so
+  // this needs no runtime symbols).
+  ~halide_buffer() {
+    if (buf.device_interface != nullptr) buf.device_interface->device_free(nullptr, &buf);
+  }
+  // A GPU kernel leaves its outputs on the device (device_dirty): bring them back. 0 or a Halide error code.
+  int copy_to_host() {
+    const bool on_device = buf.device_interface != nullptr && (buf.flags & halide_buffer_flag_device_dirty) != 0;
+    return on_device ? buf.device_interface->copy_to_host(nullptr, &buf) : 0;
   }
   halide_buffer(const halide_buffer&) = delete;
   halide_buffer& operator=(const halide_buffer&) = delete;

@@ -44,6 +44,17 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
   const int vector = target.natural_vector_size<float>();
+  // A GPU target: the same algorithm with the GPU schedule's tiles (flash_gpu_schedule.hpp).
+  if (target.has_gpu_feature()) {
+    if (autoscheduled) throw compile_error("schedule '" + o.schedule + "': Halide's autoschedulers are offered for CPU targets only");
+    // Not scheduled for GPUs yet (the GPU schedule places neither the lse output nor the
+    // softmax-free step): an error rather than an unscheduled, untested kernel.
+    if (o.with_lse) throw compile_error("with_lse: not available for GPU targets yet");
+    for (const gen::attention_match& m : found)
+      if (!m.normalised()) throw compile_error("softmax-free attention (e.g. sigmoid, ReLU): not available for GPU targets yet");
+    const std::int64_t dv = found.empty() ? 0 : size_of(g.at(found.front().values).shape.back(), bound);
+    l.gpu = gen::default_flash_gpu_schedule(dv);
+  }
   if (found.empty()) {
     l.tiles = gen::default_flash_schedule(0, 0, 0, vector);
   } else {
@@ -55,7 +66,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.schedule != "default") {
     if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
     try {
-      if (!autoscheduled) l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+      if (l.gpu) l.gpu = gen::parse_flash_gpu_schedule(o.schedule, *l.gpu);
+      else if (!autoscheduled) l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
       else gen::autoscheduler_of(o.schedule);  // checks the name
     } catch (const std::invalid_argument& e) {
       throw compile_error(e.what());

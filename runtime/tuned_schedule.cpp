@@ -3,6 +3,7 @@
 #include <iostream>
 #include <stdexcept>
 #include "generators/autoschedule.hpp"
+#include "generators/flash_gpu_schedule.hpp"
 #include "generators/flash_schedule.hpp"
 #include "tuning_db.hpp"
 #include "tuning_key.hpp"
@@ -18,7 +19,18 @@ bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bo
   const std::optional<tuning_record> r = find_tuning_record(*file, tuning_signature(g, o), *bucket, tuning_target(o.target));
   if (!r) return false;
   try {
-    if (!gen::autoscheduler_of(r->schedule)) gen::parse_flash_schedule(r->schedule, {});
+    // CPU or GPU parameters (the record's target says which; choose_lowering checks they match it).
+    if (!gen::autoscheduler_of(r->schedule)) {
+      try {
+        gen::parse_flash_schedule(r->schedule, {});
+      } catch (const std::invalid_argument& cpu) {
+        try {
+          gen::parse_flash_gpu_schedule(r->schedule, {});
+        } catch (const std::invalid_argument&) {
+          throw cpu;
+        }
+      }
+    }
   } catch (const std::invalid_argument& e) {
     std::cerr << "attnforge: tuning database " << file->string() << ": record " << r->signature << " " << *bucket << ": "
               << e.what() << "; ignored\n";

@@ -4,14 +4,16 @@
 #           nlohmann-json (the lessons' records, the tuning database),
 #           CLI11 (attn-gen's and attn-tune's command lines),
 #           Cairo + DejaVu fonts (heatmaps, plots), Graphviz (expression graphs),
-#           clang + libclang-rt-14-dev (libFuzzer and its sanitizers, scripts/fuzz.sh).
+#           clang + libclang-rt-14-dev (libFuzzer and its sanitizers, scripts/fuzz.sh),
+#           PoCL + the OpenCL ICD loader (the GPU schedules' OpenCL kernels run on the CPU: test_opencl).
 #   PyPI (project-local venv .venv/): halide==21.0.0 and cmake>=3.28.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 debian_packages=(g++ clang libclang-rt-14-dev make pkg-config libboost-dev libboost-test-dev libbenchmark-dev libopenblas-dev
                  nlohmann-json3-dev libcli11-dev
-                 libcairo2-dev fonts-dejavu-core graphviz libgraphviz-dev)
+                 libcairo2-dev fonts-dejavu-core graphviz libgraphviz-dev
+                 pocl-opencl-icd ocl-icd-opencl-dev)
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -23,6 +23,18 @@ class kernel_buffer {
   kernel_buffer(const kernel_buffer&) = delete;
   kernel_buffer& operator=(const kernel_buffer&) = delete;
 
+  // A kernel built for a GPU target (cuda, opencl) copies inputs to the device itself and leaves
+  // its outputs there (device_dirty), so that the next kernel can read them where they are;
+  // copy_to_host() brings this buffer's values back (0 or a halide_error_code_t). The device copy
+  // is freed with the kernel_buffer. Both go through the buffer's device interface.
+  int copy_to_host() {
+    const bool on_device = buffer_.device_interface != nullptr && (buffer_.flags & halide_buffer_flag_device_dirty) != 0;
+    return on_device ? buffer_.device_interface->copy_to_host(nullptr, &buffer_) : 0;
+  }
+  ~kernel_buffer() {
+    if (buffer_.device_interface != nullptr) buffer_.device_interface->device_free(nullptr, &buffer_);
+  }
+
   operator halide_buffer_t*() { return &buffer_; }
 
  private:
@@ -43,6 +55,8 @@ class kernel_buffer {
     buffer_.type.lanes = 1;
     buffer_.dimensions = static_cast<std::int32_t>(dims_.size());
     buffer_.dim = dims_.data();
+    // The values are the caller's, on the host: a GPU kernel copies them to the device first.
+    buffer_.flags = halide_buffer_flag_host_dirty;
   }
   std::vector<halide_dimension_t> dims_;
   halide_buffer_t buffer_{};

@@ -1,0 +1,235 @@
+#include "flash_gpu_schedule.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include "flash_algorithm.hpp"
+#include "gpu_threads.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+struct field {
+  const char* name;
+  int flash_gpu_schedule::*member;
+  int min, max;
+};
+constexpr field fields[] = {
+    {"q_tile", &flash_gpu_schedule::q_tile, 1, 1024},   {"kv_tile", &flash_gpu_schedule::kv_tile, 1, 4096},
+    {"threads", &flash_gpu_schedule::threads, 1, 1024}, {"stage_k", &flash_gpu_schedule::stage_k, 0, 1},
+    {"stage_v", &flash_gpu_schedule::stage_v, 0, 1},   {"shared", &flash_gpu_schedule::shared, 0, 1},
+};
+
+constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
+
+// Every Func and image P·V reads other than the tile's probabilities and itself: V, however it is computed.
+class callees : public Internal::IRVisitor {
+ public:
+  explicit callees(std::set<std::string> skip) : skip_(std::move(skip)) {}
+  std::set<std::string> funcs, images;
+
+ private:
+  using Internal::IRVisitor::visit;
+  void visit(const Internal::Call* c) override {
+    if (c->call_type == Internal::Call::Halide && !skip_.contains(c->name)) funcs.insert(c->name);
+    if (c->call_type == Internal::Call::Image && c->param.defined()) images.insert(c->param.name());
+    Internal::IRVisitor::visit(c);
+  }
+  std::set<std::string> skip_;
+};
+
+// Copies of V's key tile in shared memory, one per callee of P·V, computed by the block's threads.
+void stage_values(flash_step& st, const std::vector<ImageParam>& params, const LoopLevel& at, const flash_gpu_schedule& s,
+                  int dv_threads) {
+  callees found({st.prob.name(), st.pv.name()});
+  const Tuple values = st.pv.update_values();
+  for (const Expr& e : values.as_vector()) e.accept(&found);
+  std::vector<Func> copies;
+  for (const auto& [name, fn] : Internal::find_direct_calls(st.pv.function())) {
+    if (!found.funcs.contains(name)) continue;
+    // A product computed through a global wrapper (matmul_gpu_schedule) is read from that wrapper.
+    const auto stored = fn.wrappers().find("");
+    Func source = stored != fn.wrappers().end() ? Func(Internal::Function(stored->second)) : Func(fn);
+    copies.push_back(source.in(st.pv));
+  }
+  for (ImageParam p : params)  // a handle: in() records the wrapper on the shared parameter
+    if (found.images.contains(p.name())) copies.push_back(p.in(st.pv));
+  for (Func c : copies) {
+    if (c.args().empty()) continue;
+    c.compute_at(at);
+    on_block_threads(c, dv_threads, s.q_tile);  // V's width across x
+  }
+}
+
+void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule& s) {
+  st.func.compute_at(at);
+  on_block_threads(st.func, s.threads, s.q_tile);
+  if (st.kind == stage::product && s.stage_k && st.right_operand.defined()) {
+    Func staged = st.right_operand.in(st.func);  // Kᵀ's tile: keys innermost, as the product's columns
+    staged.compute_at(at);
+    on_block_threads(staged, s.threads, s.q_tile);
+  } else if (st.kind == stage::softmax_row) {
+    for (Func helper : {st.row_max, st.row_exp, st.row_sum}) {
+      helper.compute_at(at);
+      on_block_threads(helper, s.threads, s.q_tile);
+    }
+  }
+}
+
+// Threads across V's width: no more than it has columns.
+int dv_threads(const flash_funcs& f, const flash_gpu_schedule& s) {
+  return f.dv_size > 0 ? std::min(s.threads, f.dv_size) : s.threads;
+}
+
+void schedule_step(flash_funcs& f, flash_step& step, const std::vector<ImageParam>& params, const flash_gpu_schedule& s) {
+  const int across_v = dv_threads(f, s);
+  // The key-tile loop runs at block level, outside the threads: its Funcs are the block's, in
+  // shared memory, and each one's threads meet at a barrier before the next reads it.
+  Stage u = f.state.update(step.update - 1);
+  threads_2d(u, f.dv, f.qi, across_v, s.q_tile, {}, {step.r.x});
+  const LoopLevel at(f.state, step.r.x);
+  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, s);
+  // The score is recomputed where it is read (cheap beside the product it reads): one tile fewer.
+  for (Func per_tile : {step.max_lanes, step.max, step.prob, step.sum_lanes, step.sum}) {
+    per_tile.compute_at(at);
+    on_block_threads(per_tile, s.threads, s.q_tile);
+  }
+  step.pv.compute_at(at);
+  on_block_threads(step.pv, across_v, s.q_tile);
+  if (s.stage_v) stage_values(step, params, at, s, across_v);
+}
+
+// shared = 0: one thread per query row; the state and every per-tile Func of a row live in the
+// thread's private memory, computed serially inside it. No shared memory, no barriers.
+void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
+  Func out = f.output;
+  Var qo("qo"), qin("qin");
+  if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
+  out.compute_root().split(f.q, qo, qin, s.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
+  std::vector<Var> tasks(f.lead.begin(), f.lead.end());
+  if (f.batched) tasks.push_back(f.batch);
+  if (tasks.empty()) out.gpu_blocks(qo);
+  else out.gpu_blocks(qo, fuse_all(out, tasks));
+  out.gpu_threads(qin);
+
+  f.state.compute_at(out, qin);
+  for (flash_step* step : {&f.full, &f.partial}) {
+    // The key tiles outermost in the thread, so that each tile's Funcs are computed once per tile.
+    f.state.update(step->update - 1).reorder(f.dv, f.qi, f.qt, step->r.x);
+    const LoopLevel at(f.state, step->r.x);
+    for (stage& pw : step->pairwise) {
+      pw.func.compute_at(at);
+      if (pw.kind == stage::softmax_row)
+        for (Func helper : {pw.row_max, pw.row_exp, pw.row_sum}) helper.compute_at(at);
+    }
+    for (Func per_tile : {step->max_lanes, step->max, step->prob, step->sum_lanes, step->sum, step->pv}) per_tile.compute_at(at);
+  }
+}
+
+}  // namespace
+
+std::string to_string(const flash_gpu_schedule& s) {
+  std::string t;
+  for (const field& f : fields) t += (t.empty() ? "" : " ") + std::string(f.name) + "=" + std::to_string(s.*f.member);
+  return t;
+}
+
+flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule s) {
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const field* f = nullptr;
+    for (const field& candidate : fields)
+      if (key == candidate.name) f = &candidate;
+    if (f == nullptr || eq == std::string::npos)
+      throw std::invalid_argument("GPU schedule: unknown parameter '" + key + "' (known: " + to_string(flash_gpu_schedule{}) + ")");
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() - eq - 1 || v < f->min || v > f->max)
+      throw std::invalid_argument("GPU schedule: " + key + " must be an integer in [" + std::to_string(f->min) + ", " +
+                                  std::to_string(f->max) + "], got '" + item.substr(eq + 1) + "'");
+    s.*f->member = v;
+  }
+  if (s.kv_tile % s.threads != 0)
+    throw std::invalid_argument("GPU schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of threads (" +
+                                std::to_string(s.threads) + ")");
+  if (s.shared)
+    throw std::invalid_argument("GPU schedule: shared=1 is disabled: it gives wrong results on PoCL when a query tile "
+                                "has a partial key tile (open problem, generators/flash_gpu_schedule.hpp); use shared=0");
+  if (s.threads * s.q_tile > 1024)
+    throw std::invalid_argument("GPU schedule: threads × q_tile = " + std::to_string(s.threads * s.q_tile) +
+                                " threads per block; at most 1024");
+  return s;
+}
+
+std::int64_t shared_bytes(const flash_gpu_schedule& s, std::int64_t dv, std::int64_t dk) {
+  const std::int64_t q = s.q_tile, k = s.kv_tile;
+  const std::int64_t floats = 3 * q * dv      // state: max, sum, acc (one of each per V column)
+                              + 2 * q * k     // Q·Kᵀ and the probabilities
+                              + q * dv        // P·V of the tile
+                              + 2 * q * s.threads + 2 * q  // lanes and rows of the max and the sum
+                              + (s.stage_k ? k * dk : 0) + (s.stage_v ? k * dv : 0);
+  return 4 * floats;
+}
+
+flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv) {
+  flash_gpu_schedule s;  // per thread: q_tile threads per block, each a row's state in private memory
+  if (!s.shared) return s;
+  // shared=1 (once right): the largest query tile whose block fits in shared memory with both
+  // tiles staged; failing that, without the copy of V (P·V then reads V through the L1 cache).
+  // At most 8 rows: blocks of 256 threads (PoCL runs a block's work-items on one CPU thread's
+  // stack; 1024 overflowed it).
+  const std::int64_t width = dv > 0 ? dv : 128;
+  for (int q : {8, 4}) {
+    s.q_tile = q;
+    s.stage_v = 1;
+    if (shared_bytes(s, width, width) <= shared_limit) return s;
+    s.stage_v = 0;
+    if (shared_bytes(s, width, width) <= shared_limit) return s;
+  }
+  s.stage_k = 0;
+  return s;
+}
+
+flash_gpu_schedule banded(flash_gpu_schedule s, std::int64_t band) {
+  if (band <= 0) return s;
+  const std::int64_t quarter = (band / 4 + s.threads - 1) / s.threads * s.threads;
+  s.kv_tile = static_cast<int>(std::clamp<std::int64_t>(quarter, s.threads, s.kv_tile));
+  return s;
+}
+
+void schedule_flash_gpu(flash_funcs& f, const std::vector<ImageParam>& params, const flash_gpu_schedule& s, const Target&) {
+  if (!s.shared) return schedule_flash_per_thread(f, s);
+  // Blocks: (query tile, lead dims and batch fused); threads: (V's width, query rows).
+  Func out = f.output;
+  Var qo("qo"), qin("qin"), dvo("dvo"), dvi("dvi");
+  if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
+  out.compute_root()
+      .split(f.q, qo, qin, f.q_tile, TailStrategy::GuardWithIf)
+      .split(f.dv, dvo, dvi, dv_threads(f, s), TailStrategy::GuardWithIf)
+      .reorder(dvo, dvi, qin, qo);
+  std::vector<Var> tasks(f.lead.begin(), f.lead.end());
+  if (f.batched) tasks.push_back(f.batch);
+  if (tasks.empty()) out.gpu_blocks(qo);
+  else out.gpu_blocks(qo, fuse_all(out, tasks));
+  out.gpu_threads(dvi, qin);
+
+  // The online-softmax state lives in the block, each (column, row) with the thread that owns it.
+  f.state.compute_at(out, qo);
+  threads_2d(f.state, f.dv, f.qi, dv_threads(f, s), s.q_tile);
+  schedule_step(f, f.full, params, s);
+  schedule_step(f, f.partial, params, s);
+}
+
+}  // namespace attn::gen

@@ -1,0 +1,70 @@
+#pragma once
+// The GPU schedule of the fused attention pipeline (the same Funcs as the CPU's,
+// flash_algorithm.hpp): one GPU block per (batch item, lead dims such as heads, query tile);
+// inside a block a serial loop over key tiles, each step's Funcs computed in shared memory by the
+// block's threads (x: keys or V's width, y: query rows), Halide putting the barriers between them.
+// The key tile of Kᵀ (a product's right operand) and of V can be staged in shared memory; the
+// online-softmax state stays in the block (shared), one element per thread and site. Masks skip
+// work exactly as on the CPU: skipped key tiles are never visited (the RDom's bounds).
+//
+// Known problem (open): the shared-memory variant (shared=1) gives wrong results on PoCL
+// whenever a query tile has a partial key tile (T not a multiple of kv_tile, causal and banded
+// masks), e.g. with q_tile=8 kv_tile=32 stage_k=1 and with q_tile=1 stage_k=0; q_tile=8 with
+// stage_k=0 was right. Not found yet whether Halide's lowering, this schedule or PoCL's barrier
+// handling is at fault, and it has not been run on a CUDA GPU. Until it is, the default is the
+// per-thread variant (shared=0, right on PoCL: test_opencl) and parsing rejects shared=1, so
+// neither jit_options::schedule nor a tuning record can select it.
+//
+// The parameters are plain data, printable and parseable (the tuner searches them, the tuning
+// database stores them), with a default per shape that fits CUDA's 48 KiB of static shared memory.
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <Halide.h>
+
+namespace attn::gen {
+
+struct flash_funcs;
+
+struct flash_gpu_schedule {
+  int q_tile = 32;   // query rows per block: the block's threads in y (shared=0: its threads)
+  int kv_tile = 32;  // keys per online-softmax step (a multiple of threads)
+  int threads = 8;   // the block's threads in x: across a tile's keys and across V's width
+  int stage_k = 1;   // 1: copy each key tile of Kᵀ into shared memory before Q·Kᵀ reads it
+  int stage_v = 1;   // 1: copy each key tile of V into shared memory before P·V reads it
+  // 1: the block's threads share each step's tiles in shared memory (above). 0: one thread per
+  // query row, q_tile threads per block, every per-tile Func in the thread's own (private)
+  // memory: no shared memory and no barriers (threads, stage_k and stage_v then unused, except
+  // that threads is still the lane count of the row reductions). Slower on a GPU, but simple:
+  // OpenCL on a CPU (PoCL) compiles it quickly, where the shared variant takes minutes per kernel.
+  int shared = 0;  // 1 is rejected by parse_flash_gpu_schedule (known problem above)
+
+  bool operator==(const flash_gpu_schedule&) const = default;
+};
+
+// "q_tile=32 kv_tile=32 threads=8 stage_k=1 stage_v=1 shared=0"
+std::string to_string(const flash_gpu_schedule& s);
+
+// Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument
+// naming the bad key or value (also for a kv_tile that is not a multiple of threads, for more
+// than 1024 threads per block, and for shared=1 while its results are wrong on PoCL).
+flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule base);
+
+// The default for a V of width dv (0: not known when compiling): the per-thread variant. (For
+// shared=1, shared_bytes sizes the query tile so that a block stays within 48 KiB.)
+flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv);
+
+// Shared memory one block uses, estimated in bytes for V's width dv and a contraction (Q·Kᵀ) of
+// depth dk: state (max, sum, acc), the score, probability and P·V tiles, the lanes of the two
+// row reductions and the staged tiles of Kᵀ and V.
+std::int64_t shared_bytes(const flash_gpu_schedule& s, std::int64_t dv, std::int64_t dk);
+
+// As banded() for the CPU: key tiles about a quarter of a band of kept keys, so most visited tiles are full.
+flash_gpu_schedule banded(flash_gpu_schedule s, std::int64_t band);
+
+// Applies the schedule to the fused Funcs (lowered with q_tile, kv_tile and vector = threads).
+// `params` are the pipeline's inputs (V may be one of them: its tile is staged through a wrapper).
+void schedule_flash_gpu(flash_funcs& f, const std::vector<Halide::ImageParam>& params, const flash_gpu_schedule& s,
+                        const Halide::Target& target);
+
+}  // namespace attn::gen

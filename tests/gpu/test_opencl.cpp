@@ -1,0 +1,228 @@
+// GPU schedules run for real: kernels built ahead of time for host-opencl (CMakeLists.txt beside
+// this file), run on whatever OpenCL platform is installed (PoCL on a machine without a GPU) and
+// compared with the double reference (tests/reference.hpp) under the suite's tolerance rule. The
+// program links no libHalide (the JIT and PoCL in one process can clash over LLVM): only the
+// kernels' libraries, which carry Halide's runtime. Covers the fused GPU schedule in its per-thread
+// variant, shared=0 (full, causal, sliding window, ALiBi, softcap; tails: sizes not multiples of
+// the tiles; the shared-memory variant is not run here, CMakeLists.txt says why), the GPU products
+// (projections, W_O) and the generic GPU schedule (the weights, a generic-only path).
+//
+// With no OpenCL platform the program exits 77, which ctest reports as skipped (CI installs PoCL,
+// scripts/setup.sh, so there it runs). Each case prints its time (PoCL compiles a kernel at its
+// first launch: most of it); `test_opencl WORD` runs only the cases whose name contains WORD.
+#include <dlfcn.h>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ocl_alibi.h"
+#include "ocl_attention.h"
+#include "ocl_causal.h"
+#include "ocl_generic_attention.h"
+#include "ocl_mha.h"
+#include "ocl_softcap.h"
+#include "ocl_weights.h"
+#include "ocl_window.h"
+#include "generators/aot/kernel_buffer.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using attn::aot::kernel_buffer;
+using attn::ref::index;
+template <class Acc>
+using mat = attn::ref::mat<Acc>;
+
+int failures = 0;
+std::string last_error;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  if (!ok) ++failures;
+}
+
+std::vector<float> random_values(index n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+template <class Acc>
+mat<Acc> slice(const std::vector<float>& t, index first, index rows, index cols) {
+  mat<Acc> m(rows, cols);
+  for (index i = 0; i < rows * cols; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<Acc>(t[static_cast<std::size_t>(first + i)]);
+  return m;
+}
+
+// Runs the kernel; copies the output (and the weights, if any) back from the device.
+int run(const std::function<int()>& call, std::vector<kernel_buffer*> outputs) {
+  last_error.clear();
+  if (const int rc = call(); rc != 0) return rc;
+  for (kernel_buffer* o : outputs)
+    if (const int rc = o->copy_to_host(); rc != 0) return rc;
+  return 0;
+}
+
+// Per-head attention over q, k, v of shape (B, H = 8, T, Dh), checked head by head.
+using per_head_kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*);
+using mask_pred = attn::ref::mask_pred;
+
+void check_heads(const char* name, per_head_kernel kernel, index b, index t, index dh, const mask_pred& keep,
+                 const std::function<double(double, index, index, index)>& mod = {}) {
+  constexpr index H = 8;
+  const index n = b * H * t * dh;
+  std::vector<float> q = random_values(n, 1), k = random_values(n, 2), v = random_values(n, 3), out(static_cast<std::size_t>(n), -7.0f);
+  int rc = 0;
+  {
+    kernel_buffer qb(q.data(), {b, H, t, dh}), kb(k.data(), {b, H, t, dh}), vb(v.data(), {b, H, t, dh}), ob(out.data(), {b, H, t, dh});
+    rc = run([&] { return kernel(qb, kb, vb, ob); }, {&ob});
+  }
+  if (rc != 0) {
+    check(false, std::string(name) + ": kernel returned " + std::to_string(rc) + " " + last_error);
+    return;
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  for (index bh = 0; bh < b * H; ++bh) {
+    const index h = bh % H;
+    auto reference = [&](auto acc) {
+      using Acc = decltype(acc);
+      attn::ref::score_mod<Acc> m;
+      if (mod) m = [&](Acc s, index i, index j, index hh) { return static_cast<Acc>(mod(static_cast<double>(s), i, j, hh)); };
+      return attn::ref::scaled_dot_product(slice<Acc>(q, bh * t * dh, t, dh), slice<Acc>(k, bh * t * dh, t, dh),
+                                           slice<Acc>(v, bh * t * dh, t, dh), scale, keep, m, h)
+          .output;
+    };
+    const attn::ref::comparison c = attn::ref::compare(out.data() + bh * t * dh, t * dh, reference(0.0), reference(0.0f));
+    if (!c.ok || bh == b * H - 1)
+      check(c.ok, std::string(name) + " B=" + std::to_string(b) + " T=" + std::to_string(t) + " Dh=" + std::to_string(dh) + " batch " + std::to_string(bh / H) + " head " + std::to_string(h) + ": " +
+                      c.describe());
+    if (!c.ok) return;
+  }
+}
+
+bool keep_causal(index q, index kv, index) { return kv <= q; }
+
+// Sizes: one tile, not a multiple of the query tile or the key tile, several tiles.
+void full() {
+  for (index t : {1, 37, 100}) check_heads("attention (full)", ocl_attention, t == 37 ? 2 : 1, t, 32, {});
+}
+void causal() {
+  for (index t : {5, 70, 129}) check_heads("causal", ocl_causal, t == 70 ? 3 : 1, t, 64, keep_causal);
+}
+void sliding_window() {
+  check_heads("sliding window 256", ocl_window, 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; });
+}
+void alibi() {
+  check_heads("ALiBi + causal", ocl_alibi, 2, 45, 16, keep_causal, [](double s, index q, index kv, index h) {
+    return s - attn::ref::alibi_slope(h, 8) * static_cast<double>(q - kv);
+  });
+}
+void softcap() {
+  check_heads("softcap 20 + causal", ocl_softcap, 1, 45, 16, keep_causal,
+              [](double s, index, index, index) { return 20.0 * std::tanh(s / 20.0); });
+}
+void generic() { check_heads("attention, generic path", ocl_generic_attention, 2, 37, 16, {}); }
+
+// Multi-head self-attention with projections and W_O: x (T, 512), 8 heads of 64.
+void multi_head() {
+  constexpr index D = 512, T = 24;
+  const float w = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> x = random_values(T * D, 4), wq = random_values(D * D, 5, w), wk = random_values(D * D, 6, w),
+                     wv = random_values(D * D, 7, w), wo = random_values(D * D, 8, w), out(T * D, -7.0f);
+  int rc = 0;
+  {
+    kernel_buffer xb(x.data(), {1, T, D}), qb(wq.data(), {D, D}), kb(wk.data(), {D, D}), vb(wv.data(), {D, D}), ob(wo.data(), {D, D}),
+        outb(out.data(), {1, T, D});
+    rc = run([&] { return ocl_mha(xb, qb, kb, vb, ob, outb); }, {&outb});
+  }
+  if (rc != 0) return check(false, "multi-head self-attention: kernel returned " + std::to_string(rc));
+  auto reference = [&](auto acc) {
+    using Acc = decltype(acc);
+    return attn::ref::multi_head_self_attention(slice<Acc>(x, 0, T, D), slice<Acc>(wq, 0, D, D), slice<Acc>(wk, 0, D, D),
+                                                slice<Acc>(wv, 0, D, D), slice<Acc>(wo, 0, D, D), 8)
+        .output;
+  };
+  const attn::ref::comparison c = attn::ref::compare(out.data(), T * D, reference(0.0), reference(0.0f));
+  check(c.ok, "multi-head self-attention with projections and W_O, T=24 D=512: " + c.describe());
+}
+
+// The generic GPU schedule with the attention weights: causal self-attention, D = 16, Dk = 8.
+void generic_with_weights() {
+  constexpr index D = 16, Dk = 8;
+  for (index T : {1, 13, 40}) {
+    std::vector<float> x = random_values(T * D, 9), wq = random_values(D * Dk, 10, 0.5f), wk = random_values(D * Dk, 11, 0.5f),
+                       wv = random_values(D * Dk, 12, 0.5f), out(T * Dk, -7.0f), weights(T * T, -7.0f);
+    int rc = 0;
+    {
+      kernel_buffer xb(x.data(), {1, T, D}), qb(wq.data(), {D, Dk}), kb(wk.data(), {D, Dk}), vb(wv.data(), {D, Dk}),
+          ob(out.data(), {1, T, Dk}), wb(weights.data(), {1, T, T});
+      rc = run([&] { return ocl_weights(xb, qb, kb, vb, ob, wb); }, {&ob, &wb});
+    }
+    if (rc != 0) return check(false, "generic with weights: kernel returned " + std::to_string(rc));
+    auto reference = [&](auto acc) {
+      using Acc = decltype(acc);
+      return attn::ref::causal_self_attention(slice<Acc>(x, 0, T, D), slice<Acc>(wq, 0, D, Dk), slice<Acc>(wk, 0, D, Dk),
+                                              slice<Acc>(wv, 0, D, Dk));
+    };
+    const auto d = reference(0.0);
+    const auto f = reference(0.0f);
+    const attn::ref::comparison co = attn::ref::compare(out.data(), T * Dk, d.output, f.output);
+    const attn::ref::comparison cw = attn::ref::compare(weights.data(), T * T, d.weights, f.weights);
+    check(co.ok, "generic causal self-attention T=" + std::to_string(T) + ", output: " + co.describe());
+    check(cw.ok, "generic causal self-attention T=" + std::to_string(T) + ", weights: " + cw.describe());
+  }
+}
+
+// Asked through the ICD loader as Halide's runtime loads it (dlopen), so that building this test
+// needs no OpenCL headers.
+bool has_opencl_platform() {
+  void* cl = dlopen("libOpenCL.so.1", RTLD_LAZY);
+  if (cl == nullptr) cl = dlopen("libOpenCL.so", RTLD_LAZY);
+  if (cl == nullptr) return false;
+  using get_platforms = int (*)(unsigned, void*, unsigned*);
+  const auto f = reinterpret_cast<get_platforms>(dlsym(cl, "clGetPlatformIDs"));
+  unsigned platforms = 0;
+  return f != nullptr && f(0, nullptr, &platforms) == 0 && platforms > 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress as it happens (ctest, timeouts)
+  if (!has_opencl_platform()) {
+    std::printf("SKIP: no OpenCL platform found (install pocl-opencl-icd: bash scripts/setup.sh)\n");
+    return 77;
+  }
+  // Halide's default handler aborts; print and return the code instead.
+  halide_set_error_handler([](void*, const char* msg) {
+    last_error += msg;
+    std::fprintf(stderr, "halide: %s\n", msg);
+  });
+  struct test_case {
+    const char* name;
+    void (*run)();
+  };
+  const test_case cases[] = {{"full", full},       {"causal", causal},   {"sliding_window", sliding_window},
+                             {"alibi", alibi},     {"softcap", softcap}, {"generic", generic},
+                             {"multi_head", multi_head}, {"generic_with_weights", generic_with_weights}};
+  const std::string_view only = argc > 1 ? argv[1] : "";
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  for (const test_case& c : cases) {
+    if (std::string_view(c.name).find(only) == std::string_view::npos) continue;
+    const auto t0 = clock::now();
+    c.run();
+    std::printf("-- %s: %.1f s\n", c.name, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  std::printf("-- all: %.1f s\n", std::chrono::duration<double>(clock::now() - start).count());
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
+  return failures ? 1 : 0;
+}
