@@ -197,17 +197,18 @@ BOOST_AUTO_TEST_CASE(host_targets_still_compile_and_run) {
 }
 
 BOOST_AUTO_TEST_CASE(gpu_target_does_not_crash) {
-  // GPU schedules come later; for now a GPU target either runs (on the CPU) or is a typed error.
+  // A GPU kernel compiles here; running it needs a driver: CUDA's is absent (a typed error), and
+  // OpenCL's is PoCL, which must not run in a process that holds the JIT (LLVM clash; PoCL also
+  // keeps memory LeakSanitizer reports), so OpenCL kernels run in test_opencl, built ahead of time.
   std::mt19937 rng(5);
   const tensor<float> X = ref::random_tensor({5, 8}, rng);
-  for (const char* target : {"host-cuda", "host-opencl"}) {
-    try {
-      const auto k = attn::jit(self, {.target = target});
-      const ref::comparison c = check_self(k(X), X);
-      BOOST_CHECK_MESSAGE(c.ok, target << ": " << c.describe());
-    } catch (const attn::error& e) {
-      BOOST_TEST_MESSAGE(target << ": " << e.what());
-    }
+  BOOST_CHECK_NO_THROW(attn::jit(self, {.target = "host-opencl"}));
+  try {
+    const auto k = attn::jit(self, {.target = "host-cuda"});
+    const ref::comparison c = check_self(k(X), X);
+    BOOST_CHECK_MESSAGE(c.ok, "host-cuda: " << c.describe());
+  } catch (const attn::error& e) {
+    BOOST_TEST_MESSAGE("host-cuda: " << e.what());
   }
   // The GPU schedule's shared-memory variant cannot be selected while its results are wrong on
   // PoCL (partial key tiles, generators/flash_gpu_schedule.hpp).
