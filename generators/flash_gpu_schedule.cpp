@@ -45,7 +45,7 @@ class callees : public Internal::IRVisitor {
 // Copies of V's key tile in shared memory, one per callee of P·V, computed by the block's threads.
 void stage_values(flash_step& st, const std::vector<ImageParam>& params, const LoopLevel& at, const flash_gpu_schedule& s,
                   int dv_threads) {
-  callees found({st.prob.name(), st.pv.name()});
+  callees found({st.prob.name(), st.score.name(), st.pv.name()});  // (softmax-free: the score is P)
   const Tuple values = st.pv.update_values();
   for (const Expr& e : values.as_vector()) e.accept(&found);
   std::vector<Func> copies;
@@ -65,10 +65,17 @@ void stage_values(flash_step& st, const std::vector<ImageParam>& params, const L
   }
 }
 
-void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule& s) {
+// A partial key tile reads keys up to the last one only, so a per-tile Func's key range shrinks
+// there, below the thread count when fewer keys than threads are left: then some threads have
+// no iteration at all, and PoCL computes wrong results (T = 33 with kv_tile 32 and 8 threads;
+// right from 9 keys on). Partial tiles therefore compute whole multiples of the thread count
+// (the reads past the last key are clamped, lower.cpp) and stage nothing: a staged copy reads
+// its source unclamped, so it cannot grow past the last key.
+void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule& s, bool partial) {
   st.func.compute_at(at);
+  if (partial) st.func.align_bounds(st.vars[0], s.threads);
   on_block_threads(st.func, s.threads, s.q_tile);
-  if (st.kind == stage::product && s.stage_k && st.right_operand.defined()) {
+  if (st.kind == stage::product && s.stage_k && !partial && st.right_operand.defined()) {
     Func staged = st.right_operand.in(st.func);  // Kᵀ's tile: keys innermost, as the product's columns
     staged.compute_at(at);
     on_block_threads(staged, s.threads, s.q_tile);
@@ -92,21 +99,32 @@ void schedule_step(flash_funcs& f, flash_step& step, const std::vector<ImagePara
   Stage u = f.state.update(step.update - 1);
   threads_2d(u, f.dv, f.qi, across_v, s.q_tile, {}, {step.r.x});
   const LoopLevel at(f.state, step.r.x);
-  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, s);
+  const bool partial = &step == &f.partial;
+  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, s, partial);
   // The score is recomputed where it is read (cheap beside the product it reads): one tile fewer.
   for (Func per_tile : {step.max_lanes, step.max, step.prob, step.sum_lanes, step.sum}) {
+    if (!per_tile.defined()) continue;  // softmax-free: the score (the weights) and P·V only
     per_tile.compute_at(at);
     on_block_threads(per_tile, s.threads, s.q_tile);
   }
   step.pv.compute_at(at);
   on_block_threads(step.pv, across_v, s.q_tile);
-  if (s.stage_v) stage_values(step, params, at, s, across_v);
+  if (s.stage_v && !partial) stage_values(step, params, at, s, across_v);
+}
+
+// The Func the state is computed in: the output, or with the log-sum-exp `rows`, which the output
+// and the lse then copy out in kernels of their own (O(T·Dv) beside the attention's O(T²·Dv)).
+Func rows_or_output(flash_funcs& f) {
+  if (!f.rows.defined()) return f.output;
+  gpu_root(f.output);
+  gpu_root(f.lse);
+  return f.rows;
 }
 
 // shared = 0: one thread per query row; the state and every per-tile Func of a row live in the
 // thread's private memory, computed serially inside it. No shared memory, no barriers.
 void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
-  Func out = f.output;
+  Func out = rows_or_output(f);
   Var qo("qo"), qin("qin");
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
   out.compute_root().split(f.q, qo, qin, s.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
@@ -126,7 +144,8 @@ void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
       if (pw.kind == stage::softmax_row)
         for (Func helper : {pw.row_max, pw.row_exp, pw.row_sum}) helper.compute_at(at);
     }
-    for (Func per_tile : {step->max_lanes, step->max, step->prob, step->sum_lanes, step->sum, step->pv}) per_tile.compute_at(at);
+    for (Func per_tile : {step->max_lanes, step->max, step->prob, step->sum_lanes, step->sum, step->pv})
+      if (per_tile.defined()) per_tile.compute_at(at);  // softmax-free: P·V only
   }
 }
 
@@ -164,9 +183,6 @@ flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_s
   if (s.kv_tile % s.threads != 0)
     throw std::invalid_argument("GPU schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of threads (" +
                                 std::to_string(s.threads) + ")");
-  if (s.shared)
-    throw std::invalid_argument("GPU schedule: shared=1 is disabled: it gives wrong results on PoCL when a query tile "
-                                "has a partial key tile (open problem, generators/flash_gpu_schedule.hpp); use shared=0");
   if (s.threads * s.q_tile > 1024)
     throw std::invalid_argument("GPU schedule: threads × q_tile = " + std::to_string(s.threads * s.q_tile) +
                                 " threads per block; at most 1024");
@@ -186,7 +202,7 @@ std::int64_t shared_bytes(const flash_gpu_schedule& s, std::int64_t dv, std::int
 flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv) {
   flash_gpu_schedule s;  // per thread: q_tile threads per block, each a row's state in private memory
   if (!s.shared) return s;
-  // shared=1 (once right): the largest query tile whose block fits in shared memory with both
+  // shared=1: the largest query tile whose block fits in shared memory with both
   // tiles staged; failing that, without the copy of V (P·V then reads V through the L1 cache).
   // At most 8 rows: blocks of 256 threads (PoCL runs a block's work-items on one CPU thread's
   // stack; 1024 overflowed it).
@@ -212,7 +228,7 @@ flash_gpu_schedule banded(flash_gpu_schedule s, std::int64_t band) {
 void schedule_flash_gpu(flash_funcs& f, const std::vector<ImageParam>& params, const flash_gpu_schedule& s, const Target&) {
   if (!s.shared) return schedule_flash_per_thread(f, s);
   // Blocks: (query tile, lead dims and batch fused); threads: (V's width, query rows).
-  Func out = f.output;
+  Func out = rows_or_output(f);
   Var qo("qo"), qin("qin"), dvo("dvo"), dvi("dvi");
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
   out.compute_root()

@@ -7,13 +7,11 @@
 // online-softmax state stays in the block (shared), one element per thread and site. Masks skip
 // work exactly as on the CPU: skipped key tiles are never visited (the RDom's bounds).
 //
-// Known problem (open): the shared-memory variant (shared=1) gives wrong results on PoCL
-// whenever a query tile has a partial key tile (T not a multiple of kv_tile, causal and banded
-// masks), e.g. with q_tile=8 kv_tile=32 stage_k=1 and with q_tile=1 stage_k=0; q_tile=8 with
-// stage_k=0 was right. Not found yet whether Halide's lowering, this schedule or PoCL's barrier
-// handling is at fault, and it has not been run on a CUDA GPU. Until it is, the default is the
-// per-thread variant (shared=0, right on PoCL: test_opencl) and parsing rejects shared=1, so
-// neither jit_options::schedule nor a tuning record can select it.
+// Partial key tiles (the last tile of a row when T is not a multiple of kv_tile; causal and
+// banded masks) compute whole multiples of the thread count and stage nothing (the .cpp says
+// why: PoCL gave wrong results when a tile had fewer keys than threads). Both variants match the
+// reference on PoCL (test_opencl); neither has run on a CUDA GPU yet, so the default stays the
+// per-thread variant (shared=0) until the shared one is measured on a GPU.
 //
 // The parameters are plain data, printable and parseable (the tuner searches them, the tuning
 // database stores them), with a default per shape that fits CUDA's 48 KiB of static shared memory.
@@ -37,7 +35,7 @@ struct flash_gpu_schedule {
   // memory: no shared memory and no barriers (threads, stage_k and stage_v then unused, except
   // that threads is still the lane count of the row reductions). Slower on a GPU, but simple:
   // OpenCL on a CPU (PoCL) compiles it quickly, where the shared variant takes minutes per kernel.
-  int shared = 0;  // 1 is rejected by parse_flash_gpu_schedule (known problem above)
+  int shared = 0;
 
   bool operator==(const flash_gpu_schedule&) const = default;
 };
@@ -46,8 +44,8 @@ struct flash_gpu_schedule {
 std::string to_string(const flash_gpu_schedule& s);
 
 // Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument
-// naming the bad key or value (also for a kv_tile that is not a multiple of threads, for more
-// than 1024 threads per block, and for shared=1 while its results are wrong on PoCL).
+// naming the bad key or value (also for a kv_tile that is not a multiple of threads and for more
+// than 1024 threads per block).
 flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule base);
 
 // The default for a V of width dv (0: not known when compiling): the per-thread variant. (For

@@ -11,7 +11,7 @@ void schedule_gpu(lowered& l, const Target&) {
   for (lowered::stage& st : l.stages) {
     switch (st.kind) {
       case lowered::stage::layout:
-      case lowered::stage::row_reduction:  // (with_lse is refused for GPU targets today)
+      case lowered::stage::row_reduction:  // with_lse's row max and sum
         gpu_root(st.func);
         break;
       case lowered::stage::product: {

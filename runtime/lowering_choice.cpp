@@ -47,11 +47,6 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   // A GPU target: the same algorithm with the GPU schedule's tiles (flash_gpu_schedule.hpp).
   if (target.has_gpu_feature()) {
     if (autoscheduled) throw compile_error("schedule '" + o.schedule + "': Halide's autoschedulers are offered for CPU targets only");
-    // Not scheduled for GPUs yet (the GPU schedule places neither the lse output nor the
-    // softmax-free step): an error rather than an unscheduled, untested kernel.
-    if (o.with_lse) throw compile_error("with_lse: not available for GPU targets yet");
-    for (const gen::attention_match& m : found)
-      if (!m.normalised()) throw compile_error("softmax-free attention (e.g. sigmoid, ReLU): not available for GPU targets yet");
     const std::int64_t dv = found.empty() ? 0 : size_of(g.at(found.front().values).shape.back(), bound);
     l.gpu = gen::default_flash_gpu_schedule(dv);
   }

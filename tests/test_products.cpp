@@ -196,8 +196,9 @@ BOOST_AUTO_TEST_CASE(heads_products) {
   const auto scores = attn::jit(matmul(split_heads(input<"q">(T, D), H), transpose(split_heads(input<"k">(S, D), H))));
   const auto mixed = attn::jit(concat_heads(combine(input<"p">(H, T, S), split_heads(input<"v">(S, D), H))));
   std::mt19937 rng(12);
-  for (auto [t, s] : ts_sizes)
+  for (const auto& size : ts_sizes)
     for (index batch : batch_sizes) {
+      const index t = size.first, s = size.second;  // not a structured binding: Clang 14's lambdas cannot capture one
       const tensor<float> q = random_tensor(with_batch(batch, {t, d}), rng);
       const tensor<float> k = random_tensor(with_batch(batch, {s, d}), rng);
       const tensor<float> p = random_tensor(with_batch(batch, {heads, t, s}), rng);

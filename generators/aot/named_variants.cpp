@@ -16,6 +16,7 @@ void register_named_variants() {
   add("sliding_window_attention", named::sliding_window_attention, "causal window of 256 keys; q, k, v (H = 8, T, Dh)");
   add("alibi_causal_attention", named::alibi_causal_attention, "ALiBi distance penalty per head, causal; q, k, v (H = 8, T, Dh)");
   add("softcap_causal_attention", named::softcap_causal_attention, "scores 20·tanh(s/20), causal; q, k, v (H = 8, T, Dh)");
+  add("sigmoid_causal_attention", named::sigmoid_causal_attention, "softmax-free: σ(s - log T)·v, causal; q, k, v (H = 8, T, Dh)");
   add("causal_self_attention", named::causal_self_attention, "the main example: x (T, D), wq, wk, wv (D, Dk)");
   add("multi_head_self_attention", named::multi_head_self_attention, "x (T, 512), wq, wk, wv, wo (512, 512), 8 heads");
 }

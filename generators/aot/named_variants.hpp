@@ -23,6 +23,8 @@ inline constexpr auto causal_attention = combine(softmax(causal(scaled_scores(q,
 inline constexpr auto sliding_window_attention = combine(softmax(sliding_window(scaled_scores(q, k), window)), v);
 inline constexpr auto alibi_causal_attention = combine(softmax(causal(alibi(scaled_scores(q, k), H))), v);
 inline constexpr auto softcap_causal_attention = combine(softmax(causal(softcap(scaled_scores(q, k), cap))), v);
+// Softmax-free: weights σ(s - log T), causal, summed with v unnormalised.
+inline constexpr auto sigmoid_causal_attention = variants::sigmoid_attention(causal(scaled_scores(q, k)), v);
 
 // The main example's layer: x (T, D) projected by wq, wk, wv (D, Dk).
 inline constexpr auto D = dim<"D">;

@@ -3,9 +3,11 @@
 // compared with the double reference (tests/reference.hpp) under the suite's tolerance rule. The
 // program links no libHalide (the JIT and PoCL in one process can clash over LLVM): only the
 // kernels' libraries, which carry Halide's runtime. Covers the fused GPU schedule in its per-thread
-// variant, shared=0 (full, causal, sliding window, ALiBi, softcap; tails: sizes not multiples of
-// the tiles; the shared-memory variant is not run here, CMakeLists.txt says why), the GPU products
-// (projections, W_O) and the generic GPU schedule (the weights, a generic-only path).
+// variant, shared=0 (full, causal, sliding window, ALiBi, softcap with the log-sum-exp, sigmoid
+// attention: softmax-free; tails: sizes not multiples of the tiles), its shared-memory variant,
+// shared=1 (full; causal with the log-sum-exp; with and without staged tiles; last key tiles with
+// fewer keys than threads, where PoCL once went wrong), the GPU products (projections, W_O) and
+// the generic GPU schedule (with the log-sum-exp; the weights, a generic-only path).
 //
 // With no OpenCL platform the program exits 77, which ctest reports as skipped (CI installs PoCL,
 // scripts/setup.sh, so there it runs). Each case prints its time (PoCL compiles a kernel at its
@@ -23,8 +25,11 @@
 
 #include "ocl_alibi.h"
 #include "ocl_attention.h"
+#include "ocl_attention_shared.h"
 #include "ocl_causal.h"
+#include "ocl_causal_shared.h"
 #include "ocl_generic_attention.h"
+#include "ocl_sigmoid.h"
 #include "ocl_mha.h"
 #include "ocl_softcap.h"
 #include "ocl_weights.h"
@@ -71,65 +76,107 @@ int run(const std::function<int()>& call, std::vector<kernel_buffer*> outputs) {
   return 0;
 }
 
-// Per-head attention over q, k, v of shape (B, H = 8, T, Dh), checked head by head.
+// Per-head attention over q, k, v of shape (B, H = 8, T, Dh), checked head by head; kernels built
+// WITH_LSE also write each row's log-sum-exp, (B, H, T), checked too.
 using per_head_kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*);
+using per_head_lse_kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*);
 using mask_pred = attn::ref::mask_pred;
+using score_mod = std::function<double(double, index, index, index)>;
+using weight_fn = std::function<double(double score, index keys)>;  // softmax-free attention's weights
 
-void check_heads(const char* name, per_head_kernel kernel, index b, index t, index dh, const mask_pred& keep,
-                 const std::function<double(double, index, index, index)>& mod = {}) {
+struct heads_case {
+  std::string name;
+  index b, t, dh;
+  mask_pred keep = {};   // empty: every key
+  score_mod mod = {};    // empty: none
+  weight_fn weight = {};  // empty: softmax
+};
+
+void check_heads(const heads_case& c, const std::function<int(halide_buffer_t**)>& kernel, bool with_lse) {
   constexpr index H = 8;
+  const index b = c.b, t = c.t, dh = c.dh;
   const index n = b * H * t * dh;
-  std::vector<float> q = random_values(n, 1), k = random_values(n, 2), v = random_values(n, 3), out(static_cast<std::size_t>(n), -7.0f);
+  std::vector<float> q = random_values(n, 1), k = random_values(n, 2), v = random_values(n, 3), out(static_cast<std::size_t>(n), -7.0f),
+                     lse(static_cast<std::size_t>(b * H * t), -7.0f);
   int rc = 0;
   {
-    kernel_buffer qb(q.data(), {b, H, t, dh}), kb(k.data(), {b, H, t, dh}), vb(v.data(), {b, H, t, dh}), ob(out.data(), {b, H, t, dh});
-    rc = run([&] { return kernel(qb, kb, vb, ob); }, {&ob});
+    kernel_buffer qb(q.data(), {b, H, t, dh}), kb(k.data(), {b, H, t, dh}), vb(v.data(), {b, H, t, dh}), ob(out.data(), {b, H, t, dh}),
+        lb(lse.data(), {b, H, t});
+    halide_buffer_t* args[] = {qb, kb, vb, ob, lb};
+    rc = run([&] { return kernel(args); }, with_lse ? std::vector<kernel_buffer*>{&ob, &lb} : std::vector<kernel_buffer*>{&ob});
   }
-  if (rc != 0) {
-    check(false, std::string(name) + ": kernel returned " + std::to_string(rc) + " " + last_error);
-    return;
-  }
+  const std::string what = c.name + " B=" + std::to_string(b) + " T=" + std::to_string(t) + " Dh=" + std::to_string(dh);
+  if (rc != 0) return check(false, what + ": kernel returned " + std::to_string(rc) + " " + last_error);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   for (index bh = 0; bh < b * H; ++bh) {
     const index h = bh % H;
     auto reference = [&](auto acc) {
       using Acc = decltype(acc);
       attn::ref::score_mod<Acc> m;
-      if (mod) m = [&](Acc s, index i, index j, index hh) { return static_cast<Acc>(mod(static_cast<double>(s), i, j, hh)); };
-      return attn::ref::scaled_dot_product(slice<Acc>(q, bh * t * dh, t, dh), slice<Acc>(k, bh * t * dh, t, dh),
-                                           slice<Acc>(v, bh * t * dh, t, dh), scale, keep, m, h)
-          .output;
+      if (c.mod) m = [&](Acc s, index i, index j, index hh) { return static_cast<Acc>(c.mod(static_cast<double>(s), i, j, hh)); };
+      const auto qh = slice<Acc>(q, bh * t * dh, t, dh), kh = slice<Acc>(k, bh * t * dh, t, dh), vh = slice<Acc>(v, bh * t * dh, t, dh);
+      if (!c.weight) return attn::ref::scaled_dot_product(qh, kh, vh, scale, c.keep, m, h);
+      mat<Acc> scores = attn::ref::matmul(qh, attn::ref::transpose(kh));
+      for (Acc& e : scores.a) e *= static_cast<Acc>(scale);
+      const std::function<Acc(Acc)> f = [&](Acc s) { return static_cast<Acc>(c.weight(static_cast<double>(s), t)); };
+      return attn::ref::attend_unnormalised(scores, vh, f, c.keep, m, h);
     };
-    const attn::ref::comparison c = attn::ref::compare(out.data() + bh * t * dh, t * dh, reference(0.0), reference(0.0f));
-    if (!c.ok || bh == b * H - 1)
-      check(c.ok, std::string(name) + " B=" + std::to_string(b) + " T=" + std::to_string(t) + " Dh=" + std::to_string(dh) + " batch " + std::to_string(bh / H) + " head " + std::to_string(h) + ": " +
-                      c.describe());
-    if (!c.ok) return;
+    const auto d = reference(0.0);
+    const auto f = reference(0.0f);
+    const std::string where = what + " batch " + std::to_string(bh / H) + " head " + std::to_string(h);
+    const attn::ref::comparison co = attn::ref::compare(out.data() + bh * t * dh, t * dh, d.output, f.output);
+    if (!co.ok || bh == b * H - 1) check(co.ok, where + ": " + co.describe());
+    if (!co.ok) return;
+    if (!with_lse) continue;
+    const attn::ref::comparison cl = attn::ref::compare(lse.data() + bh * t, t, d.lse, f.lse);
+    if (!cl.ok || bh == b * H - 1) check(cl.ok, where + ", log-sum-exp: " + cl.describe());
+    if (!cl.ok) return;
   }
+}
+
+void check_heads(const heads_case& c, per_head_kernel kernel) {
+  check_heads(c, [kernel](halide_buffer_t** a) { return kernel(a[0], a[1], a[2], a[3]); }, false);
+}
+void check_heads(const heads_case& c, per_head_lse_kernel kernel) {
+  check_heads(c, [kernel](halide_buffer_t** a) { return kernel(a[0], a[1], a[2], a[3], a[4]); }, true);
 }
 
 bool keep_causal(index q, index kv, index) { return kv <= q; }
 
 // Sizes: one tile, not a multiple of the query tile or the key tile, several tiles.
 void full() {
-  for (index t : {1, 37, 100}) check_heads("attention (full)", ocl_attention, t == 37 ? 2 : 1, t, 32, {});
+  for (index t : {1, 37, 100}) check_heads({"attention (full)", t == 37 ? 2 : 1, t, 32}, ocl_attention);
 }
 void causal() {
-  for (index t : {5, 70, 129}) check_heads("causal", ocl_causal, t == 70 ? 3 : 1, t, 64, keep_causal);
+  for (index t : {5, 70, 129}) check_heads({"causal", t == 70 ? 3 : 1, t, 64, keep_causal}, ocl_causal);
 }
 void sliding_window() {
-  check_heads("sliding window 256", ocl_window, 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; });
+  check_heads({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }}, ocl_window);
 }
 void alibi() {
-  check_heads("ALiBi + causal", ocl_alibi, 2, 45, 16, keep_causal, [](double s, index q, index kv, index h) {
-    return s - attn::ref::alibi_slope(h, 8) * static_cast<double>(q - kv);
-  });
+  check_heads({"ALiBi + causal", 2, 45, 16, keep_causal,
+               [](double s, index q, index kv, index h) { return s - attn::ref::alibi_slope(h, 8) * static_cast<double>(q - kv); }},
+              ocl_alibi);
 }
-void softcap() {
-  check_heads("softcap 20 + causal", ocl_softcap, 1, 45, 16, keep_causal,
-              [](double s, index, index, index) { return 20.0 * std::tanh(s / 20.0); });
+void softcap() {  // with the log-sum-exp
+  check_heads({"softcap 20 + causal, with lse", 1, 45, 16, keep_causal,
+               [](double s, index, index, index) { return 20.0 * std::tanh(s / 20.0); }},
+              ocl_softcap);
 }
-void generic() { check_heads("attention, generic path", ocl_generic_attention, 2, 37, 16, {}); }
+void sigmoid() {  // softmax-free
+  for (index t : {3, 45})
+    check_heads({"sigmoid attention, causal", t == 45 ? 2 : 1, t, 16, keep_causal, {},
+                 [](double s, index keys) { return attn::ref::sigmoid(s - std::log(static_cast<double>(keys))); }},
+                ocl_sigmoid);
+}
+// The shared-memory variant (kv_tile 32, 8 threads): last key tiles of 1, 2, 7, 9 keys.
+void shared_memory() {
+  for (index t : {1, 2, 7, 33, 41, 100})
+    check_heads({"attention (full), shared=1 stage_k=0 stage_v=0", t == 33 ? 2 : 1, t, 16}, ocl_attention_shared);
+  for (index t : {2, 9, 34, 64, 100})
+    check_heads({"causal, shared=1 stage_k=1 stage_v=1, with lse", t == 34 ? 2 : 1, t, 16, keep_causal}, ocl_causal_shared);
+}
+void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, ocl_generic_attention); }
 
 // Multi-head self-attention with projections and W_O: x (T, 512), 8 heads of 64.
 void multi_head() {
@@ -211,8 +258,9 @@ int main(int argc, char** argv) {
     void (*run)();
   };
   const test_case cases[] = {{"full", full},       {"causal", causal},   {"sliding_window", sliding_window},
-                             {"alibi", alibi},     {"softcap", softcap}, {"generic", generic},
-                             {"multi_head", multi_head}, {"generic_with_weights", generic_with_weights}};
+                             {"alibi", alibi},     {"softcap", softcap}, {"sigmoid", sigmoid}, {"generic", generic},
+                             {"multi_head", multi_head}, {"generic_with_weights", generic_with_weights},
+                             {"shared_memory", shared_memory}};
   const std::string_view only = argc > 1 ? argv[1] : "";
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
