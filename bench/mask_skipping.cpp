@@ -1,6 +1,6 @@
 // How much work masks skip: the fused kernel at T = 4096, H = 8, Dh = 64 for full attention, causal,
 // a sliding window of 256 and key padding to half the length; best of 3 calls each, one run.
-//   build/bench/mask_skipping
+//   build/bench/mask_skipping ["schedule parameters"]   (default: the default schedules)
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -33,14 +33,16 @@ template <class K, class... A> double best(const K& kern, const A&... a) {
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const attn::jit_options o{.schedule = argc > 1 ? argv[1] : "default"};
   const std::int64_t t = 4096;
   auto Q = rnd({1, 8, t, 64}, 1), K = rnd({1, 8, t, 64}, 2), V = rnd({1, 8, t, 64}, 3);
   attn::tensor<std::int32_t> len({1}); len.data()[0] = t / 2;
-  const double full = best(attn::jit(combine(softmax(s), v)), Q, K, V);
-  const double causal_ = best(attn::jit(combine(softmax(causal(s)), v)), Q, K, V);
-  const double window = best(attn::jit(combine(softmax(sliding_window(s, 256)), v)), Q, K, V);
-  const double padded = best(attn::jit(combine(softmax(key_padding(s, lengths<"len">)), v)), Q, K, V, len);
+  const double full = best(attn::jit(combine(softmax(s), v), o), Q, K, V);
+  const double causal_ = best(attn::jit(combine(softmax(causal(s)), v), o), Q, K, V);
+  const double window = best(attn::jit(combine(softmax(sliding_window(s, 256)), v), o), Q, K, V);
+  const double padded = best(attn::jit(combine(softmax(key_padding(s, lengths<"len">)), v), o), Q, K, V, len);
+  std::printf("schedule %s\n", o.schedule.c_str());
   std::printf("T=4096 H=8 Dh=64 fused, best of 3: full %.1f ms; causal %.1f ms (%.2fx faster); sliding window 256 %.1f ms (%.2fx); key padding to half %.1f ms (%.2fx)\n",
               full * 1e3, causal_ * 1e3, full / causal_, window * 1e3, full / window, padded * 1e3, full / padded);
 }

@@ -1,6 +1,7 @@
 #include "flash_algorithm.hpp"
 
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include "mask_bounds.hpp"
 #include "nonfinite.hpp"
@@ -15,9 +16,15 @@ const Expr none = no_score();
 
 class builder {
  public:
-  builder(const flash_problem& p, int q_tile, int kv_tile, int vector) : p_(p) {
+  builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector) : p_(p) {
     f_.q_tile = q_tile;
     f_.kv_tile = kv_tile;
+    f_.full.tile = kv_tile;
+    f_.partial.tile = partial_tile > 0 ? partial_tile : kv_tile;
+    if (kv_tile % vector != 0 || kv_tile % f_.partial.tile != 0 || f_.partial.tile % vector != 0)
+      throw std::invalid_argument("fused attention: key tiles of " + std::to_string(kv_tile) + " and partial tiles of " +
+                                  std::to_string(f_.partial.tile) + " keys do not fit vectors of " + std::to_string(vector) +
+                                  " (partial_tile must divide kv_tile, both multiples of vector)");
     f_.vector = vector;
     f_.batch = p.batch;
     f_.batched = p.batched;
@@ -33,7 +40,8 @@ class builder {
   }
 
   flash_funcs run() {
-    const Expr tiles = (p_.nk + (f_.kv_tile - 1)) / f_.kv_tile;
+    const int pt = f_.partial.tile;
+    const Expr tiles = (p_.nk + (pt - 1)) / pt;
     define_step(f_.full, "full", false);
     define_step(f_.partial, "partial", true);
 
@@ -42,12 +50,14 @@ class builder {
     // tile costs a comparison.
     // Full tiles lie inside the keys: bounds inference sees no key past the last (T bound to 9).
     f_.full.r = RDom(0, p_.nk / f_.kv_tile, "full_tile" + p_.suffix);
-    const kv_tile_ranges full = tile_ranges(f_.full.r.x);
+    const kv_tile_ranges full = tile_ranges(f_.full.r.x, f_.kv_tile);
     f_.full.r.where(full.lo <= f_.full.r.x && f_.full.r.x < full.hi && full.all);
+    // Partial tiles: those with a kept key inside a full-size tile that is not a full tile.
     f_.partial.r = RDom(0, tiles, "partial_tile" + p_.suffix);
-    const kv_tile_ranges partial = tile_ranges(f_.partial.r.x);
-    f_.partial.r.where(partial.lo <= f_.partial.r.x && f_.partial.r.x < partial.hi && partial.some && !partial.all);
     const RVar& tp = f_.partial.r.x;
+    const kv_tile_ranges partial = tile_ranges(tp, pt);
+    const Expr enclosing_full = tile_ranges(tp / (f_.kv_tile / pt), f_.kv_tile).all;
+    f_.partial.r.where(partial.lo <= tp && tp < partial.hi && partial.some && !enclosing_full);
     f_.band = band();
 
     f_.state = Func("flash_state" + p_.suffix);
@@ -108,14 +118,14 @@ class builder {
     return a;
   }
 
-  kv_tile_ranges tile_ranges(const Expr& t) const {
+  kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
     const Var q("mask_q"), kv("mask_kv");
     std::vector<stage> unused;
     std::vector<Expr> lead = lead_row_major();
     const Expr keep = p_.score(lead, q, kv, unused).keep;
     const Expr first = f_.qt * f_.q_tile;
     const Expr last = min(first + f_.q_tile, p_.nq) - 1;
-    return kv_tiles_kept(keep, q, kv, first, last, p_.nk, f_.kv_tile, t);
+    return kv_tiles_kept(keep, q, kv, first, last, p_.nk, tile, t);
   }
 
   std::int64_t band() const {
@@ -133,11 +143,11 @@ class builder {
     // of static or bound size cannot be read beyond it) and are masked below (kv < nk); full
     // tiles lie inside the keys (mask_bounds.hpp). Unclamped, the products' tiles have a static size.
     const Expr q = f_.qt * f_.q_tile + f_.qi;
-    const Expr kv = f_.t * f_.kv_tile + f_.kvi;
+    const Expr kv = f_.t * st.tile + f_.kvi;
     const auto key = [&](const Expr& k) { return partial ? min(k, p_.nk - 1) : k; };
     const flash_problem::scored sc = p_.score(lead_row_major(), q, key(kv), st.pairwise);
     st.score = Func(kind + "_score");
-    st.keys = RDom(0, f_.kv_tile, kind + "_keys");
+    st.keys = RDom(0, st.tile, kind + "_keys");
     if (!p_.normalised) {
       // The weights f(S) themselves: 0 for keys the masks remove (and past the last key).
       const Expr w = partial ? select(exact_predicate(sc.keep) && kv < p_.nk, sc.score, 0.0f) : sc.score;
@@ -150,7 +160,7 @@ class builder {
 
     st.score(tile_args({f_.kvi}, f_.t)) = select(keep, sc.score, none);
 
-    st.in_lane = RDom(0, f_.kv_tile / v, kind + "_in_lane");
+    st.in_lane = RDom(0, st.tile / v, kind + "_in_lane");
     st.lanes = RDom(0, v, kind + "_lanes");
     const Expr along_lane = st.in_lane.x * v + f_.lane;
 
@@ -179,7 +189,7 @@ class builder {
   // key's value is never multiplied (0·NaN would be NaN).
   void define_pv(flash_step& st, const std::string& kind, const Func& weights, bool partial) {
     const Expr p = weights(tile_args({st.keys.x}, f_.t));
-    const Expr k = f_.t * f_.kv_tile + st.keys.x;
+    const Expr k = f_.t * st.tile + st.keys.x;
     const Expr value = p_.value(lead_row_major(), partial ? min(k, p_.nk - 1) : k, f_.dv);
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
@@ -213,8 +223,8 @@ class builder {
 
 }  // namespace
 
-flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int vector) {
-  return builder(p, q_tile, kv_tile, vector).run();
+flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector) {
+  return builder(p, q_tile, kv_tile, partial_tile, vector).run();
 }
 
 }  // namespace attn::gen

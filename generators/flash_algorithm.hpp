@@ -8,7 +8,10 @@
 //
 // Key tiles come in two kinds (mask_bounds.hpp): full tiles skip the mask predicate, partial
 // tiles evaluate it; tiles the mask removes entirely are never visited. Both kinds are one
-// update of the same state, so their order does not matter.
+// update of the same state, so their order does not matter. Partial tiles may be smaller (a
+// divisor of the full tile): where a mask's edge or the last key cuts a full tile, only the
+// smaller tiles that hold kept keys are computed (causal at T = 4096: 2.3% of the keys computed
+// are masked with tiles of 64 keys instead of 6.5% with 256).
 //
 // Numerics: a masked key, or a score of -inf, has weight 0, and its key and value are never
 // mixed into the result (0·NaN included); a row with no kept key gives 0. A NaN or +inf score
@@ -51,6 +54,7 @@ struct flash_problem {
 // One kind of key tile: the update of the state that folds it in, and the Funcs computed per tile.
 struct flash_step {
   Halide::RDom r;  // over key tiles
+  int tile = 0;    // keys per tile
   int update = 0;  // the state's update index
   std::vector<stage> pairwise;
   Halide::Func score, max_lanes, max, prob, sum_lanes, sum, pv;  // softmax-free: score (the weights) and pv only
@@ -71,11 +75,12 @@ struct flash_funcs {
   std::vector<Halide::Var> lead;  // innermost first
   Halide::Var batch;
   bool batched = false;
-  int q_tile = 0, kv_tile = 0, vector = 0;
+  int q_tile = 0, kv_tile = 0, vector = 0;  // kv_tile: keys per full tile (partial.tile per partial one)
   int dv_size = 0;  // width of V, 0 if not static
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 
-flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int vector);
+// partial_tile divides kv_tile (0: kv_tile); both are multiples of vector.
+flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector);
 
 }  // namespace attn::gen

@@ -79,12 +79,12 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   // which would put the buffers on the heap (a malloc per tile); they are 1.
   for (Func per_tile : {step.score, step.prob, step.max_lanes, step.sum_lanes, step.max, step.sum, step.pv})
     if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
-  // P·V: dv in registers (⌈Dv / vector⌉ vectors) × q_unroll rows, keys outside.
-  const int dv_vectors = f.dv_size > 0 ? (f.dv_size + v - 1) / v : 4;
+  // P·V: dv in registers (pv_tile_vectors: all of V's row where it fits) × pv_rows rows, keys outside.
+  const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
+  const int dv_vectors = pv_tile_vectors(s, f.dv_size);
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
   Stage pv = step.pv.update();
-  const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
-  if (s.pv_keys > 0 && s.pv_keys < f.kv_tile) {
+  if (s.pv_keys > 0 && s.pv_keys < step.tile) {
     // Keys in blocks whose rows of V stay in L1 while every register tile of rows uses them.
     RVar ko("pv_ko"), ki("pv_ki");
     Var dvo, dvi, dvv, qo, qi;

@@ -15,11 +15,20 @@ struct field {
 };
 constexpr field fields[] = {
     {"q_tile", &flash_schedule::q_tile, 1, 4096},       {"kv_tile", &flash_schedule::kv_tile, 1, 65536},
+    {"partial_tile", &flash_schedule::partial_tile, 0, 65536},
     {"q_unroll", &flash_schedule::q_unroll, 1, 32},     {"kv_vectors", &flash_schedule::kv_vectors, 1, 16},
     {"vector", &flash_schedule::vector, 1, 64},         {"stage_kv", &flash_schedule::stage_kv, 0, 1},
     {"pv_keys", &flash_schedule::pv_keys, 0, 65536},    {"row_block", &flash_schedule::row_block, 0, 4096},
     {"pv_rows", &flash_schedule::pv_rows, 0, 32},
 };
+
+// The largest multiple of vector that divides kv_tile and is at most partial_tile (0 stays 0).
+int fitted_partial_tile(const flash_schedule& s) {
+  if (s.partial_tile == 0) return 0;
+  int p = std::min(s.partial_tile, s.kv_tile) / s.vector * s.vector;
+  while (p > s.vector && s.kv_tile % p != 0) p -= s.vector;
+  return std::max(p, s.vector);
+}
 
 }  // namespace
 
@@ -32,6 +41,7 @@ std::string to_string(const flash_schedule& s) {
 flash_schedule parse_flash_schedule(const std::string& text, flash_schedule s) {
   std::istringstream in(text);
   std::string item;
+  bool partial_given = false;
   while (in >> item) {
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq);
@@ -51,11 +61,26 @@ flash_schedule parse_flash_schedule(const std::string& text, flash_schedule s) {
       throw std::invalid_argument("schedule: " + key + " must be an integer in [" + std::to_string(f->min) + ", " +
                                   std::to_string(f->max) + "], got '" + item.substr(eq + 1) + "'");
     s.*f->member = v;
+    partial_given = partial_given || f->member == &flash_schedule::partial_tile;
   }
   if (s.kv_tile % s.vector != 0)
     throw std::invalid_argument("schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of vector (" +
                                 std::to_string(s.vector) + ")");
+  if (!partial_given) s.partial_tile = fitted_partial_tile(s);  // base's value, fitted to the tiles given
+  if (s.partial_tile != 0 && (s.kv_tile % s.partial_tile != 0 || s.partial_tile % s.vector != 0))
+    throw std::invalid_argument("schedule: partial_tile (" + std::to_string(s.partial_tile) + ") must divide kv_tile (" +
+                                std::to_string(s.kv_tile) + ") and be a multiple of vector (" + std::to_string(s.vector) +
+                                "), or 0 (kv_tile)");
   return s;
+}
+
+int register_budget(int vector) { return vector >= 16 ? 28 : 14; }
+
+int pv_tile_vectors(const flash_schedule& s, std::int64_t dv) {
+  const int rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
+  int vectors = dv > 0 ? static_cast<int>((dv + s.vector - 1) / s.vector) : 4;
+  while (vectors > 1 && vectors * rows > register_budget(s.vector)) vectors = (vectors + 1) / 2;
+  return vectors;
 }
 
 flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int64_t dv, int vector) {
@@ -64,19 +89,22 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   // Short sequences: smaller tiles, so that masks still skip work and tails stay small.
   const std::int64_t longest = std::max(nq, nk);
   s.kv_tile = longest > 0 && longest <= 256 ? 4 * vector : 16 * vector;
+  s.partial_tile = 4 * vector;  // one register tile of keys: where a mask or the last key cuts a tile
   s.q_tile = nq > 0 && nq <= 96 ? 12 : 48;
-  // Register tiles of 24 accumulators (of 32 vector registers on AVX-512): Q·Kᵀ is q_unroll rows
-  // × kv_vectors vectors of keys; P·V is q_unroll rows × ⌈Dv / vector⌉ vectors.
+  // Register tiles of 24 accumulators of 32 vector registers (16-float vectors: AVX-512), 12 of
+  // 16 otherwise (AVX2: 6 × 4 spilled, 6 × 2 is ~1.3× faster at T = 4096): Q·Kᵀ is q_unroll rows
+  // × kv_vectors vectors of keys; P·V is q_unroll (or pv_rows) rows × ⌈Dv / vector⌉ vectors.
   const std::int64_t dv_vectors = dv > 0 ? (dv + vector - 1) / vector : 4;
+  const int accumulators = vector >= 16 ? 24 : 12;
   s.q_unroll = 6;
-  s.kv_vectors = 4;
+  s.kv_vectors = accumulators / s.q_unroll;
   // Softmax passes over one register tile's rows while their scores are in L1 (~10% at T = 2048).
   s.row_block = s.q_unroll;
-  if (dv_vectors > 4) {
-    // Wide V (Dh = 128: 8 vectors a row): fewer rows per P·V register tile, and V in blocks of 32
-    // keys (16 KiB) that stay in L1 for the 4 register tiles of a 12-row block, so P·V is not
-    // bound by L2 bandwidth (~20% at T = 2048, Dh = 128).
-    s.pv_rows = static_cast<int>(std::max<std::int64_t>(1, 24 / dv_vectors));
+  if (dv_vectors * s.q_unroll > accumulators) {
+    // Wide V (Dh = 128 on AVX-512: 8 vectors a row): fewer rows per P·V register tile, and V in
+    // blocks of 32 keys (16 KiB) that stay in L1 for the 4 register tiles of a 12-row block, so
+    // P·V is not bound by L2 bandwidth (~20% at T = 2048, Dh = 128).
+    s.pv_rows = static_cast<int>(std::max<std::int64_t>(1, accumulators / dv_vectors));
     s.row_block = 2 * s.q_unroll;
     s.pv_keys = 32;
   }
@@ -87,6 +115,7 @@ flash_schedule banded(flash_schedule s, std::int64_t band) {
   if (band <= 0) return s;
   const std::int64_t quarter = (band / 4 + s.vector - 1) / s.vector * s.vector;
   s.kv_tile = static_cast<int>(std::clamp<std::int64_t>(quarter, 4 * s.vector, s.kv_tile));
+  s.partial_tile = fitted_partial_tile(s);
   s.q_tile = std::min(s.q_tile, 4 * s.q_unroll);
   return s;
 }

@@ -9,6 +9,8 @@ namespace attn::gen {
 struct flash_schedule {
   int q_tile = 48;      // query rows per task (one task: a batch item, a head, a query tile)
   int kv_tile = 256;    // keys per online-softmax step (a multiple of the vector width)
+  int partial_tile = 64;  // keys per step where a mask's edge or the last key cuts a key tile
+                          // (a divisor of kv_tile and a multiple of vector; 0: kv_tile)
   int q_unroll = 6;     // query rows per register tile, in Q·Kᵀ and in P·V
   int kv_vectors = 4;   // vectors of keys per register tile in Q·Kᵀ
   int vector = 16;      // floats per vector
@@ -32,6 +34,14 @@ flash_schedule parse_flash_schedule(const std::string& text, flash_schedule base
 
 // A good default for these sizes (0: not known before the call) on a target with `vector` floats per vector.
 flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int64_t dv, int vector);
+
+// Accumulators a register tile may use: 28 of 32 vector registers with 16-float vectors (AVX-512),
+// 14 of 16 otherwise.
+int register_budget(int vector);
+
+// Vectors of V's row one P·V register tile holds: ⌈dv / vector⌉ (4 if dv is not known), halved
+// until pv_rows (or q_unroll) rows of them fit the register budget.
+int pv_tile_vectors(const flash_schedule& s, std::int64_t dv);
 
 // The default for a mask that keeps at most `band` consecutive keys per query (a sliding window):
 // key tiles about a quarter of the band, so most visited tiles are full and few keys are wasted.

@@ -46,8 +46,9 @@ constexpr auto attention(const S& scores) { return combine(softmax(scores), v); 
 const std::vector<std::pair<index, index>> sizes = {{1, 1}, {7, 7}, {33, 33}, {257, 257}, {1000, 1000},
                                                     {7, 257}, {257, 33}, {1000, 1}};
 // The default (chosen per shape), and small odd tiles: many tiles, q_tile not a multiple of q_unroll,
-// P·V in key blocks that do not divide the tile, row blocks and P·V row tiles with tails; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1).
-const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
+// partial key tiles of a third of a key tile, P·V in key blocks that do not divide the tile, row
+// blocks and P·V row tiles with tails; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1).
+const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 partial_tile=16 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
                                             "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2"};
 
 // keep(q, kv, head, len): len is the batch item's key length (N_K without key padding).
@@ -164,15 +165,17 @@ BOOST_AUTO_TEST_CASE(modifiers) {
 }
 
 BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
-  // Dh = 128 gets its own default (P·V row tiles of 3, V in key blocks, row blocks of 12): the
-  // fused kernel against the double reference, causal, N = 203 (tails everywhere).
+  // Dh = 128 gets its own default (V in key blocks of 32, row blocks of 12, P·V row tiles as
+  // many as fit the registers: 3 with 16-float vectors): the fused kernel against the double
+  // reference, causal, N = 203 (tails everywhere).
   constexpr auto D = dim<"Dw", 128>;
   constexpr auto N = dim<"N">;
   constexpr auto qw = input<"q">(N, D);
   constexpr auto kw = input<"k">(N, D);
   constexpr auto vw = input<"v">(N, D);
   const auto kern = attn::jit(combine(softmax(causal(scaled_scores(qw, kw))), vw));
-  BOOST_TEST(kern.compiled().describe().find("pv_rows=3") != std::string::npos, kern.compiled().describe());
+  for (const char* wide : {"pv_keys=32", "row_block=12"})
+    BOOST_TEST(kern.compiled().describe().find(wide) != std::string::npos, kern.compiled().describe());
   std::mt19937 rng(17);
   const ref::index n = 203;
   const tensor<float> tq = ref::random_tensor({n, 128}, rng, 2.0f), tk = ref::random_tensor({n, 128}, rng, 2.0f),

@@ -3,7 +3,8 @@
 // score matrix is never stored.
 //   - Tiles: every per-tile score Func is traced; each production is one tile computed. The
 //     counts must equal a brute-force classification of every (query tile, key tile) pair:
-//     skipped (no kept key), full (every key kept: no predicate), partial (the rest).
+//     skipped (no kept key), full (every key kept: no predicate), partial (the rest), a partial
+//     key tile split into smaller partial tiles of which those with a kept key are computed.
 //   - Memory: Halide's allocations go through a counting allocator; at T = 16384, H = 8, Dh = 64
 //     the peak must stay O(T·d), far below one H·T² buffer (8 GiB).
 #define BOOST_TEST_MODULE fused_tiles
@@ -80,12 +81,13 @@ struct tiles_seen {
 // Compiles the fused pipeline of `e` with the given tiles, traces its score tiles and runs it on
 // (batch, H, t, Dh) inputs (and lengths, if any).
 template <class E>
-tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile, const std::vector<int>& lens = {}) {
+tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile, int partial_tile, const std::vector<int>& lens = {}) {
   const attn::ir::graph g = to_ir(e);
   attn::gen::lowering_options o;
   o.fused = true;
   o.tiles.q_tile = q_tile;
   o.tiles.kv_tile = kv_tile;
+  o.tiles.partial_tile = partial_tile;
   o.tiles.vector = 16;
   const Halide::Target target = Halide::get_host_target();
   attn::gen::lowered l = attn::gen::lower_and_schedule(g, {}, o, target);
@@ -111,29 +113,39 @@ tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile,
 }
 
 // The brute-force classification: for every batch item, head, query tile and key tile.
-tiles_seen expected_tiles(idx_t t, idx_t batch, int q_tile, int kv_tile, const std::function<bool(idx_t, idx_t, idx_t)>& keep) {
+tiles_seen expected_tiles(idx_t t, idx_t batch, int q_tile, int kv_tile, int partial_tile,
+                          const std::function<bool(idx_t, idx_t, idx_t)>& keep) {
   tiles_seen n;
   for (idx_t b = 0; b < batch; ++b)
-    for (idx_t qt = 0; qt * q_tile < t; ++qt)
-      for (idx_t kt = 0; kt * kv_tile < t; ++kt) {
+    for (idx_t qt = 0; qt * q_tile < t; ++qt) {
+      // Keys [k0, k0 + size): does the query tile keep any of them, all of them?
+      const auto kept = [&](idx_t k0, idx_t size) {
         bool any = false, all = true;
         for (idx_t i = qt * q_tile; i < std::min(t, (qt + 1) * q_tile); ++i)
-          for (idx_t j = kt * kv_tile; j < (kt + 1) * kv_tile; ++j) {
+          for (idx_t j = k0; j < k0 + size; ++j) {
             const bool kept = j < t && keep(b, i, j);
             any = any || kept;
             all = all && kept;
           }
-        n.full += all ? 2 : 0;  // both heads
-        n.partial += any && !all ? 2 : 0;
+        return std::pair{any, all};
+      };
+      for (idx_t kt = 0; kt * kv_tile < t; ++kt) {
+        if (kept(kt * kv_tile, kv_tile).second) {
+          n.full += 2;  // both heads
+          continue;
+        }
+        for (idx_t pt = kt * kv_tile; pt < std::min(t, (kt + 1) * kv_tile); pt += partial_tile)
+          n.partial += kept(pt, partial_tile).first ? 2 : 0;
       }
+    }
   return n;
 }
 
 template <class E>
 void expect_tiles(const std::string& what, const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile,
-                  const std::function<bool(idx_t, idx_t, idx_t)>& keep, const std::vector<int>& lens = {}) {
-  const tiles_seen got = run_traced(e, t, batch, q_tile, kv_tile, lens);
-  const tiles_seen want = expected_tiles(t, batch, q_tile, kv_tile, keep);
+                  const std::function<bool(idx_t, idx_t, idx_t)>& keep, const std::vector<int>& lens = {}, int partial_tile = 0) {
+  const tiles_seen got = run_traced(e, t, batch, q_tile, kv_tile, partial_tile > 0 ? partial_tile : kv_tile, lens);
+  const tiles_seen want = expected_tiles(t, batch, q_tile, kv_tile, partial_tile > 0 ? partial_tile : kv_tile, keep);
   BOOST_TEST(got.full == want.full, what << " T=" << t << ": full tiles " << got.full << ", expected " << want.full);
   BOOST_TEST(got.partial == want.partial, what << " T=" << t << ": partial tiles " << got.partial << ", expected " << want.partial);
   const idx_t all = 2 * batch * ((t + q_tile - 1) / q_tile) * ((t + kv_tile - 1) / kv_tile);
@@ -152,6 +164,10 @@ BOOST_AUTO_TEST_CASE(causal_skips_the_upper_triangle) {
     expect_tiles("causal", attention(causal(s)), t, 1, 32, 64, [](idx_t, idx_t i, idx_t j) { return j <= i; });
   // Query and key tiles of different sizes, neither dividing the other.
   expect_tiles("causal", attention(causal(s)), 1000, 1, 48, 80, [](idx_t, idx_t i, idx_t j) { return j <= i; });
+  // Partial tiles of 16 keys in key tiles of 64 / 80: only those left of the diagonal are computed.
+  for (idx_t t : {7, 64, 1000})
+    expect_tiles("causal, partial tiles of 16", attention(causal(s)), t, 1, 32, 64, [](idx_t, idx_t i, idx_t j) { return j <= i; }, {}, 16);
+  expect_tiles("causal, partial tiles of 16", attention(causal(s)), 1000, 1, 48, 80, [](idx_t, idx_t i, idx_t j) { return j <= i; }, {}, 16);
 }
 
 BOOST_AUTO_TEST_CASE(softmax_free_attention_skips_the_same_tiles) {
@@ -165,6 +181,8 @@ BOOST_AUTO_TEST_CASE(softmax_free_attention_skips_the_same_tiles) {
 BOOST_AUTO_TEST_CASE(sliding_window_visits_a_band) {
   expect_tiles("sliding window 256", attention(sliding_window(s, 256)), 2000, 1, 32, 64,
                [](idx_t, idx_t i, idx_t j) { return j <= i && i - j < 256; });
+  expect_tiles("sliding window 256, partial tiles of 32", attention(sliding_window(s, 256)), 2000, 1, 32, 128,
+               [](idx_t, idx_t i, idx_t j) { return j <= i && i - j < 256; }, {}, 32);
 }
 
 // A mask keeping a bounded band of keys per query is recognised from its predicate (indices reach

@@ -42,7 +42,7 @@ template <class S>
 constexpr auto attention(const S& scores) { return combine(softmax(scores), v); }
 
 const std::vector<std::pair<index, index>> sizes = {{1, 1}, {7, 7}, {33, 33}, {257, 257}, {7, 257}, {257, 33}, {33, 1}};
-const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
+const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 partial_tile=16 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
                                             "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2"};
 
 // keep(q, kv, len): len is the batch item's key length.

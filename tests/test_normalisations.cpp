@@ -39,7 +39,7 @@ constexpr auto v = input<"v">(H, NK, Dh);
 constexpr auto s = scaled_scores(q, k);
 
 const std::vector<std::pair<idx_t, idx_t>> sizes = {{1, 1}, {7, 7}, {33, 33}, {257, 257}, {7, 257}, {257, 33}, {1000, 1000}};
-const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
+const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 partial_tile=16 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
                                             "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2"};
 
 // f(score, n_k): the weight of one kept key (n_k: the number of keys, for the bias or the divisor).

@@ -18,6 +18,7 @@ const std::vector<axis>& axes() {
   static const std::vector<axis> a{
       {&flash_schedule::q_tile, {12, 24, 48, 96}, {6, 12, 18, 24, 30, 36, 48, 60, 72, 96, 120, 144, 192}},
       {&flash_schedule::kv_tile, {64, 128, 192, 256, 384, 512}, {32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024}},
+      {&flash_schedule::partial_tile, {0, 64}, {0, 16, 32, 64, 128}},
       {&flash_schedule::q_unroll, {3, 4, 6, 8}, {2, 3, 4, 5, 6, 7, 8}},
       {&flash_schedule::kv_vectors, {2, 3, 4}, {1, 2, 3, 4, 5}},
       {&flash_schedule::pv_keys, {0, 32, 64}, {0, 16, 32, 64, 128}},
@@ -31,13 +32,15 @@ const std::vector<axis>& axes() {
 }  // namespace
 
 bool plausible(const flash_schedule& s, const attention_sizes& a) {
-  const int budget = a.vector >= 16 ? 28 : 14;
-  const std::int64_t dv_vectors = a.dv > 0 ? (a.dv + a.vector - 1) / a.vector : 4;
+  const int budget = gen::register_budget(a.vector);
   const auto ceil2 = [](std::int64_t n) { return n > 0 ? std::int64_t(std::bit_ceil(std::uint64_t(n))) : std::int64_t(1) << 40; };
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
+  // V's whole row in the P·V tile, or one row of part of it where a whole row does not fit.
+  const std::int64_t dv_vectors = pv_rows == 1 ? gen::pv_tile_vectors(s, a.dv) : a.dv > 0 ? (a.dv + a.vector - 1) / a.vector : 4;
   return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && pv_rows * dv_vectors <= budget &&
          s.q_tile % s.q_unroll == 0 && s.kv_tile % (s.kv_vectors * s.vector) == 0 &&
          (s.pv_keys == 0 || (s.pv_keys < s.kv_tile && s.kv_tile % s.pv_keys == 0)) &&
+         (s.partial_tile == 0 || (s.partial_tile <= s.kv_tile && s.kv_tile % s.partial_tile == 0 && s.partial_tile % s.vector == 0)) &&
          (s.row_block == 0 || (s.row_block < s.q_tile && s.q_tile % s.row_block == 0 && s.row_block % s.q_unroll == 0)) &&
          s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 4 * a.vector) && s.q_tile <= std::max<std::int64_t>(ceil2(a.nq), 12);
 }
