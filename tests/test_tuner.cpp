@@ -176,8 +176,17 @@ BOOST_AUTO_TEST_CASE(search_space_is_pruned) {
   BOOST_TEST(!attn::tune::neighbours(d, a).empty());
   const attn::tune::attention_sizes wide{1024, 1024, 128, 16};
   BOOST_TEST(attn::tune::plausible(attn::gen::default_flash_schedule(1024, 1024, 128, 16), wide));
-  // Dh = 128: 8 vectors of V per row, so at most 3 rows per P·V register tile.
-  for (const auto& s : attn::tune::pruned_grid({1024, 1024, 128, 16})) BOOST_TEST((s.pv_rows > 0 ? s.pv_rows : s.q_unroll) <= 3);
+  // Dh = 128: 8 vectors of V per row; every P·V register tile fits the registers (rows of all of
+  // V's row, or of part of it), with 16-float vectors (28 accumulators) and 8-float ones (14).
+  for (const auto& [vector, budget] : {std::pair{16, 28}, std::pair{8, 14}}) {
+    const attn::tune::attention_sizes sizes{1024, 1024, 128, vector};
+    const auto candidates = attn::tune::pruned_grid(sizes);
+    BOOST_TEST(!candidates.empty());
+    for (const auto& s : candidates)
+      BOOST_TEST((s.pv_rows > 0 ? s.pv_rows : s.q_unroll) * attn::gen::pv_tile_vectors(s, 128) <= budget);
+    BOOST_TEST(attn::tune::plausible(attn::gen::default_flash_schedule(1024, 1024, 128, vector), sizes));
+    BOOST_TEST(attn::tune::plausible(attn::gen::default_flash_schedule(1024, 1024, 64, vector), attn::tune::attention_sizes{1024, 1024, 64, vector}));
+  }
   // Every row block is whole register tiles of a query tile it divides.
   for (const auto& s : grid)
     if (s.row_block > 0) BOOST_TEST((s.q_tile % s.row_block == 0 && s.row_block % s.q_unroll == 0));

@@ -35,9 +35,8 @@ bool plausible(const flash_schedule& s, const attention_sizes& a) {
   const int budget = gen::register_budget(a.vector);
   const auto ceil2 = [](std::int64_t n) { return n > 0 ? std::int64_t(std::bit_ceil(std::uint64_t(n))) : std::int64_t(1) << 40; };
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
-  // V's whole row in the P·V tile, or one row of part of it where a whole row does not fit.
-  const std::int64_t dv_vectors = pv_rows == 1 ? gen::pv_tile_vectors(s, a.dv) : a.dv > 0 ? (a.dv + a.vector - 1) / a.vector : 4;
-  return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && pv_rows * dv_vectors <= budget &&
+  // The P·V tile as the schedule builds it: pv_rows rows of V's row, or of a part of it that fits.
+  return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && pv_rows * gen::pv_tile_vectors(s, a.dv) <= budget &&
          s.q_tile % s.q_unroll == 0 && s.kv_tile % (s.kv_vectors * s.vector) == 0 &&
          (s.pv_keys == 0 || (s.pv_keys < s.kv_tile && s.kv_tile % s.pv_keys == 0)) &&
          (s.partial_tile == 0 || (s.partial_tile <= s.kv_tile && s.kv_tile % s.partial_tile == 0 && s.partial_tile % s.vector == 0)) &&
