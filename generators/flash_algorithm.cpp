@@ -29,6 +29,7 @@ class builder {
     f_.batch = p.batch;
     f_.batched = p.batched;
     f_.dv_size = p.dv;
+    f_.dv_known = p.dv_known;
     f_.dv = Var("dv");
     f_.q = Var("q");
     f_.qi = Var("qi");

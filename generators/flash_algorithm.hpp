@@ -37,7 +37,8 @@ struct flash_problem {
   bool batched = false;
   Halide::Var batch;
   Halide::Expr nq, nk;
-  int dv = 0;  // width of V (static)
+  int dv = 0;        // width of V if static (the output is bounded to it), else 0
+  int dv_known = 0;  // width of V if known when compiling (static or bound: register tiles), else 0
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
   bool with_lse = false;  // also define flash_funcs::lse, each row's log-sum-exp of its kept scores
   // true: softmax over the keys (score: the scores). false: score gives the weights themselves,
@@ -76,7 +77,8 @@ struct flash_funcs {
   Halide::Var batch;
   bool batched = false;
   int q_tile = 0, kv_tile = 0, vector = 0;  // kv_tile: keys per full tile (partial.tile per partial one)
-  int dv_size = 0;  // width of V, 0 if not static
+  int dv_size = 0;   // width of V, 0 if not static
+  int dv_known = 0;  // width of V if static or bound when compiling, else 0
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 

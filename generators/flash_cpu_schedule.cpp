@@ -81,7 +81,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
   // P·V: dv in registers (pv_tile_vectors: all of V's row where it fits) × pv_rows rows, keys outside.
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
-  const int dv_vectors = pv_tile_vectors(s, f.dv_size);
+  const int dv_vectors = pv_tile_vectors(s, f.dv_known);
   step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
   Stage pv = step.pv.update();
   if (s.pv_keys > 0 && s.pv_keys < step.tile) {

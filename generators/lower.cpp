@@ -345,7 +345,8 @@ class lowering {
     p.batch = batch_;
     p.nq = extent(q_dim.name, q_dim.size);
     p.nk = extent(kv_dim.name, kv_dim.size);
-    p.dv = static_cast<int>(static_extents(values).front());  // static or bound: the P·V register tile's width
+    p.dv = static_cast<int>(values.shape.back().size);
+    p.dv_known = static_cast<int>(static_extents(values).front());  // static or bound at jit time
     p.suffix = out_.flash.empty() ? "" : "_" + std::to_string(out_.flash.size());
     p.score = [this, m, q_dim, kv_dim](const std::vector<Expr>& lead, const Expr& q, const Expr& kv, std::vector<stage>& pairwise) {
       auto saved = std::tuple(pairwise_, pair_q_, pair_kv_);
