@@ -30,6 +30,7 @@ class builder {
     f_.batched = p.batched;
     f_.dv_size = p.dv;
     f_.dv_known = p.dv_known;
+    f_.nk = p.nk;
     f_.dv = Var("dv");
     f_.q = Var("q");
     f_.qi = Var("qi");

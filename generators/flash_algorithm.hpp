@@ -79,6 +79,7 @@ struct flash_funcs {
   int q_tile = 0, kv_tile = 0, vector = 0;  // kv_tile: keys per full tile (partial.tile per partial one)
   int dv_size = 0;   // width of V, 0 if not static
   int dv_known = 0;  // width of V if static or bound when compiling, else 0
+  Halide::Expr nk;   // number of keys
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 

@@ -32,6 +32,15 @@ void stage_right_operand(stage& st, const LoopLevel& at, const flash_schedule& s
   staged.compute_at(at).bound_storage(keys, s.kv_tile + s.vector).vectorize(keys, s.vector, TailStrategy::GuardWithIf);
 }
 
+// Kᵀ (a product's right operand, keys innermost) stored with an odd number of cache lines per
+// row: a register tile walks its rows, one per step, and at a power-of-two number of keys all
+// of them would share one L1 set. 1.01-1.08x at T = 1024..4096 (AVX2).
+void pad_right_operand(stage& st, const Expr& keys) {
+  if (st.kind != stage::product || !st.right_operand.defined()) return;
+  constexpr int line = 16;  // floats per 64-byte cache line
+  st.right_operand.bound_storage(st.right_operand.args().front(), (((keys + line - 1) / line) | 1) * line);
+}
+
 void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s, int rows) {
   // At most one tile's keys and one block's rows: without the bound, the clamps at the last
   // row and key make Halide size it dynamically (a heap allocation per block).
@@ -131,6 +140,8 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   if (f.dv_size == 0 && f.dv_known > 0) f.state.bound(f.dv, 0, f.dv_known);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
+  if (!s.stage_kv)
+    for (stage& pw : f.full.pairwise) pad_right_operand(pw, f.nk);
 }
 
 }  // namespace attn::gen
