@@ -14,6 +14,8 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -192,6 +194,35 @@ BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
   const tensor<float> out = kern(tq, tk, tv);
   const ref::comparison cmp = ref::compare(out.data(), n * 128, want(0.0), want(0.0f));
   BOOST_TEST(cmp.ok, cmp.describe());
+}
+
+namespace {
+
+// Each allocation of a kernel's loop nest, Halide's "$n" suffixes removed: its buffers and their sizes.
+std::vector<std::string> allocations(const std::string& loop_nest) {
+  std::vector<std::string> found;
+  std::istringstream lines(loop_nest);
+  for (std::string line; std::getline(lines, line);)
+    if (const auto at = line.find("allocate "); at != std::string::npos)
+      found.push_back(std::regex_replace(line.substr(at), std::regex(R"(\$[0-9]+)"), ""));
+  return found;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_width_bound_when_compiling_sizes_buffers_as_a_static_one) {
+  // V's width bound by jit_options::bind must give the state and the per-tile buffers the sizes a
+  // static width gives (unbounded, P·V's register tiles have run-time extents: 1.6× slower).
+  constexpr auto W = dim<"W">;
+  constexpr auto qb = input<"q">(H, NQ, W);
+  constexpr auto kb = input<"k">(H, NK, W);
+  constexpr auto vb = input<"v">(H, NK, W);
+  const auto bound = attn::jit(combine(softmax(causal(scaled_scores(qb, kb))), vb), {.bind = {{"W", width}}});
+  const auto fixed = attn::jit(attention(causal(s)));
+  const std::vector<std::string> want = allocations(fixed.compiled().loop_nest());
+  BOOST_TEST_REQUIRE(want.size() > 3u);
+  const std::vector<std::string> got = allocations(bound.compiled().loop_nest());
+  BOOST_TEST(got == want, boost::test_tools::per_element());
 }
 
 namespace {
