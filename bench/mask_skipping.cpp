@@ -2,10 +2,9 @@
 // a sliding window of 256 and key padding to half the length; best of 7 calls each, the four
 // kernels called in turn (a busy spell on a shared machine then slows all four, not one).
 //   build/bench/mask_skipping ["schedule parameters"]   (default: the default schedules)
-#include <chrono>
 #include <cstdio>
-#include <random>
 #include <vector>
+#include "interleaved.hpp"
 #include "runtime/jit.hpp"
 using namespace attn::dsl;
 constexpr auto T = dim<"T">;
@@ -15,34 +14,13 @@ constexpr auto q = input<"q">(H, T, Dh);
 constexpr auto k = input<"k">(H, T, Dh);
 constexpr auto v = input<"v">(H, T, Dh);
 constexpr auto s = scaled_scores(q, k);
-namespace {
-attn::tensor<float> rnd(std::vector<std::int64_t> sz, unsigned seed) {
-  attn::tensor<float> t(std::move(sz));
-  std::mt19937 r(seed);
-  std::normal_distribution<float> n;
-  for (auto& x : t.values()) x = n(r);
-  return t;
-}
-// Calls each kernel once per round; the best time of each.
-template <class... Calls> std::vector<double> best_of_rounds(int rounds, const Calls&... calls) {
-  std::vector<double> best(sizeof...(Calls), 1e9);
-  for (int r = 0; r < rounds; ++r) {
-    std::size_t i = 0;
-    ([&] {
-      const auto t0 = std::chrono::steady_clock::now();
-      calls();
-      best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      ++i;
-    }(), ...);
-  }
-  return best;
-}
-}  // namespace
+using bench::best_of_rounds;
+using bench::random_tensor;
 
 int main(int argc, char** argv) {
   const attn::jit_options o{.schedule = argc > 1 ? argv[1] : "default"};
   const std::int64_t t = 4096;
-  auto Q = rnd({1, 8, t, 64}, 1), K = rnd({1, 8, t, 64}, 2), V = rnd({1, 8, t, 64}, 3);
+  auto Q = random_tensor({1, 8, t, 64}, 1), K = random_tensor({1, 8, t, 64}, 2), V = random_tensor({1, 8, t, 64}, 3);
   attn::tensor<std::int32_t> len({1}); len.data()[0] = t / 2;
   const auto full_k = attn::jit(combine(softmax(s), v), o);
   const auto causal_k = attn::jit(combine(softmax(causal(s)), v), o);
