@@ -31,6 +31,7 @@ class builder {
     f_.dv_size = p.dv;
     f_.dv_known = p.dv_known;
     f_.nk = p.nk;
+    f_.dv_extent = p.dv_extent;
     f_.dv = Var("dv");
     f_.q = Var("q");
     f_.qi = Var("qi");

@@ -39,6 +39,7 @@ struct flash_problem {
   Halide::Expr nq, nk;
   int dv = 0;        // width of V if static (the output is bounded to it), else 0
   int dv_known = 0;  // width of V if known when compiling (static or bound: register tiles), else 0
+  Halide::Expr dv_extent;  // width of V: a constant, or read off V at the call
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
   bool with_lse = false;  // also define flash_funcs::lse, each row's log-sum-exp of its kept scores
   // true: softmax over the keys (score: the scores). false: score gives the weights themselves,
@@ -80,6 +81,7 @@ struct flash_funcs {
   int dv_size = 0;   // width of V, 0 if not static
   int dv_known = 0;  // width of V if static or bound when compiling, else 0
   Halide::Expr nk;   // number of keys
+  Halide::Expr dv_extent;  // width of V: a constant, or read off V at the call
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 

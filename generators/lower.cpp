@@ -347,6 +347,7 @@ class lowering {
     p.nk = extent(kv_dim.name, kv_dim.size);
     p.dv = static_cast<int>(values.shape.back().size);
     p.dv_known = static_cast<int>(static_extents(values).front());  // static or bound at jit time
+    p.dv_extent = extent(values.shape.back().name, values.shape.back().size);
     p.suffix = out_.flash.empty() ? "" : "_" + std::to_string(out_.flash.size());
     p.score = [this, m, q_dim, kv_dim](const std::vector<Expr>& lead, const Expr& q, const Expr& kv, std::vector<stage>& pairwise) {
       auto saved = std::tuple(pairwise_, pair_q_, pair_kv_);

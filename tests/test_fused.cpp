@@ -8,6 +8,7 @@
 #define BOOST_TEST_MODULE fused
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <tuple>
@@ -166,34 +167,40 @@ BOOST_AUTO_TEST_CASE(modifiers) {
                        {"relative bias", {}, [](double x, ref::index i, ref::index j, ref::index) { return x + 0.05 * double(j - i); }});
 }
 
-BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
-  // Dh = 128 gets its own default (V in key blocks of 32, row blocks of 12, P·V row tiles as
-  // many as fit the registers: 3 with 16-float vectors): the fused kernel against the double
-  // reference, causal, N = 203 (tails everywhere).
-  constexpr auto D = dim<"Dw", 128>;
-  constexpr auto N = dim<"N">;
-  constexpr auto qw = input<"q">(N, D);
-  constexpr auto kw = input<"k">(N, D);
-  constexpr auto vw = input<"v">(N, D);
-  const auto kern = attn::jit(combine(softmax(causal(scaled_scores(qw, kw))), vw));
-  for (const char* wide : {"pv_keys=32", "row_block=12"})
-    BOOST_TEST(kern.compiled().describe().find(wide) != std::string::npos, kern.compiled().describe());
+namespace {
+
+// A causal kernel over rank-2 (N, width) tensors against the double reference, at N = 203 (tails everywhere).
+template <class K>
+void expect_causal_matches_reference(const K& kern, ref::index width) {
   std::mt19937 rng(17);
   const ref::index n = 203;
-  const tensor<float> tq = ref::random_tensor({n, 128}, rng, 2.0f), tk = ref::random_tensor({n, 128}, rng, 2.0f),
-                      tv = ref::random_tensor({n, 128}, rng);
+  const tensor<float> tq = ref::random_tensor({n, width}, rng, 2.0f), tk = ref::random_tensor({n, width}, rng, 2.0f),
+                      tv = ref::random_tensor({n, width}, rng);
   const auto as_mat = [&](const tensor<float>& t, auto zero) {
-    mat<decltype(zero)> m(n, 128);
-    for (ref::index i = 0; i < n * 128; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<decltype(zero)>(t.data()[i]);
+    mat<decltype(zero)> m(n, width);
+    for (ref::index i = 0; i < n * width; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<decltype(zero)>(t.data()[i]);
     return m;
   };
   const ref::mask_pred keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
   const auto want = [&](auto zero) {
-    return ref::scaled_dot_product(as_mat(tq, zero), as_mat(tk, zero), as_mat(tv, zero), ref::inv_sqrt(128), keep, {}, 0).output;
+    return ref::scaled_dot_product(as_mat(tq, zero), as_mat(tk, zero), as_mat(tv, zero), ref::inv_sqrt(width), keep, {}, 0).output;
   };
   const tensor<float> out = kern(tq, tk, tv);
-  const ref::comparison cmp = ref::compare(out.data(), n * 128, want(0.0), want(0.0f));
-  BOOST_TEST(cmp.ok, cmp.describe());
+  const ref::comparison cmp = ref::compare(out.data(), n * width, want(0.0), want(0.0f));
+  BOOST_TEST(cmp.ok, "width " << width << ": " << cmp.describe());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
+  // Dh = 128 gets its own default (V in key blocks of 32, row blocks of 12, P·V row tiles as
+  // many as fit the registers: 3 with 16-float vectors).
+  constexpr auto D = dim<"Dw", 128>;
+  constexpr auto N = dim<"N">;
+  const auto kern = attn::jit(combine(softmax(causal(scaled_scores(input<"q">(N, D), input<"k">(N, D)))), input<"v">(N, D)));
+  for (const char* wide : {"pv_keys=32", "row_block=12"})
+    BOOST_TEST(kern.compiled().describe().find(wide) != std::string::npos, kern.compiled().describe());
+  expect_causal_matches_reference(kern, 128);
 }
 
 namespace {
@@ -223,6 +230,18 @@ BOOST_AUTO_TEST_CASE(a_width_bound_when_compiling_sizes_buffers_as_a_static_one)
   BOOST_TEST_REQUIRE(want.size() > 3u);
   const std::vector<std::string> got = allocations(bound.compiled().loop_nest());
   BOOST_TEST(got == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_width_free_until_the_call_runs_every_width) {
+  // One kernel for every width: specialised versions for the common ones (64, 128), the general
+  // one for the rest (8, 16, 100).
+  constexpr auto D = dim<"Dfree">;
+  constexpr auto N = dim<"N">;
+  const auto kern = attn::jit(combine(softmax(causal(scaled_scores(input<"q">(N, D), input<"k">(N, D)))), input<"v">(N, D)));
+  const std::vector<std::string> buffers = allocations(kern.compiled().loop_nest());
+  for (const char* state : {"allocate flash_state.0[float32 * 64 * ", "allocate flash_state.0[float32 * 128 * "})
+    BOOST_TEST(std::count_if(buffers.begin(), buffers.end(), [&](const std::string& b) { return b.starts_with(state); }) == 1, state);
+  for (ref::index width : {8, 16, 64, 100, 128}) expect_causal_matches_reference(kern, width);
 }
 
 namespace {
