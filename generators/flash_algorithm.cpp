@@ -32,6 +32,12 @@ class builder {
     f_.dv_known = p.dv_known;
     f_.nk = p.nk;
     f_.dv_extent = p.dv_extent;
+    if (p.value_exponents.defined()) {
+      f_.value_exponents = p.value_exponents;
+      f_.values_finite = Func("flash_values_finite" + p.suffix);
+      const RDom d(0, p.dv_extent, "value_columns" + p.suffix);
+      f_.values_finite() = maximum(p.value_exponents(d)) < Expr(exponent_of_nonfinite);
+    }
     f_.dv = Var("dv");
     f_.q = Var("q");
     f_.qi = Var("qi");
@@ -197,8 +203,12 @@ class builder {
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     st.pv(pv_at) = 0.0f;
-    if (partial) st.pv(pv_at) = accumulate_weighted(st.pv(pv_at), p, value);
-    else st.pv(pv_at) += p * value;
+    if (partial) {
+      const Expr finite = f_.values_finite.defined() ? Expr(f_.values_finite()) : Internal::const_false();
+      st.pv(pv_at) = accumulate_weighted(st.pv(pv_at), p, value, finite);
+    } else {
+      st.pv(pv_at) += p * value;
+    }
   }
 
   // state <- state ⊕ tile t: rescale both sides to the larger max (one exp: one factor is 1).

@@ -40,6 +40,11 @@ struct flash_problem {
   int dv = 0;        // width of V if static (the output is bounded to it), else 0
   int dv_known = 0;  // width of V if known when compiling (static or bound: register tiles), else 0
   Halide::Expr dv_extent;  // width of V: a constant, or read off V at the call
+  // Optional, (d): the largest exponent field (bits & 0x7f800000) in column d of V, over all its
+  // other indices; 0x7f800000 means a NaN or inf there. Read once per call: where V is finite,
+  // partial key tiles multiply a masked key's value by its weight 0 (0·finite is 0) with a plain
+  // FMA instead of a guarded one. Undefined: always guarded.
+  Halide::Func value_exponents;
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
   bool with_lse = false;  // also define flash_funcs::lse, each row's log-sum-exp of its kept scores
   // true: softmax over the keys (score: the scores). false: score gives the weights themselves,
@@ -82,6 +87,9 @@ struct flash_funcs {
   int dv_known = 0;  // width of V if static or bound when compiling, else 0
   Halide::Expr nk;   // number of keys
   Halide::Expr dv_extent;  // width of V: a constant, or read off V at the call
+  // With flash_problem::value_exponents: () true when every value in V is finite; the partial
+  // tiles' P·V is the plain product where it holds (a specialisation in the schedule).
+  Halide::Func value_exponents, values_finite;
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 

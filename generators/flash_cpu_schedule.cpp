@@ -56,6 +56,18 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, co
   }
 }
 
+// Is V finite? One pass over it per call, before the tasks, row by row: V's columns innermost
+// (vectors), every other index outside them.
+void schedule_value_check(flash_funcs& f, int vector) {
+  f.values_finite.compute_root();
+  Func e = f.value_exponents;
+  const Var d = e.args().front();
+  e.compute_root().vectorize(d, vector, TailStrategy::GuardWithIf);
+  std::vector<VarOrRVar> order{d};
+  for (const auto& rv : e.function().update(0).schedule().rvars()) order.push_back(RVar(rv.var));
+  e.update().reorder(order).vectorize(d, vector, TailStrategy::GuardWithIf);
+}
+
 void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   const int v = s.vector;
   Stage u = f.state.update(step.update - 1);
@@ -108,6 +120,9 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   } else {
     register_tile(pv, f.dv, f.qi, step.keys.x, v, dv_vectors, pv_rows);
   }
+  // Partial tiles where V is finite: the plain FMA (1.5x faster for a sliding window of 256), with
+  // the schedule above (a specialisation copies it).
+  if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
 }
 
 }  // namespace
@@ -144,6 +159,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
     f.state.bound(f.dv, 0, f.dv_extent);
     for (int width : {64, 128}) out.specialize(f.dv_extent == width);
   }
+  if (f.values_finite.defined()) schedule_value_check(f, s.vector);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
   if (!s.stage_kv)

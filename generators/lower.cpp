@@ -301,6 +301,34 @@ class lowering {
     return f;
   }
 
+  // (d): the largest exponent field in column d (the last dim) of node i, over all its other
+  // indices and the batch (flash_problem::value_exponents).
+  Func exponents_by_column(int i) {
+    const ir::node& n = g_.at(i);
+    const std::size_t rank = n.shape.size();
+    Region others;  // Halide order: the dims before the last, innermost first, then the batch
+    for (std::size_t k = rank - 1; k-- > 0;) others.emplace_back(0, extent(n.shape[k].name, n.shape[k].size));
+    if (n.batched) others.emplace_back(0, batch_extent());
+    const RDom r(others, "value_rows" + std::to_string(count_++));
+    const Var d("d");
+    std::vector<Expr> idx(rank);
+    for (std::size_t k = 0; k + 1 < rank; ++k) idx[k] = r[static_cast<int>(rank - 2 - k)];
+    idx.back() = d;
+    Expr x = value(i, idx, {});
+    if (n.batched) x = Internal::substitute(batch_.name(), r[static_cast<int>(rank - 1)], x);
+    Func e("value_exponents" + std::to_string(count_++));
+    e(d) = cast<std::uint32_t>(0);
+    e(d) = max(e(d), exponent_field(x));
+    return e;
+  }
+
+  // The number of batch items: the last dim of any batched input.
+  Expr batch_extent() const {
+    for (int t : g_.terminals)
+      if (g_.at(t).batched) return params_.at(t).dim(params_.at(t).dimensions() - 1).extent();
+    throw std::logic_error("a batched node without a batched input");
+  }
+
   // A node spanning (queries, keys) of the attention being fused: computed per tile, one copy per use.
   bool is_pairwise(const ir::node& n) const {
     const std::size_t r = n.shape.size();
@@ -348,6 +376,8 @@ class lowering {
     p.dv = static_cast<int>(values.shape.back().size);
     p.dv_known = static_cast<int>(static_extents(values).front());  // static or bound at jit time
     p.dv_extent = extent(values.shape.back().name, values.shape.back().size);
+    // On a GPU the guarded FMA costs little beside memory, and a check over V would run on the host.
+    if (!options_.gpu) p.value_exponents = exponents_by_column(m.values);
     p.suffix = out_.flash.empty() ? "" : "_" + std::to_string(out_.flash.size());
     p.score = [this, m, q_dim, kv_dim](const std::vector<Expr>& lead, const Expr& q, const Expr& kv, std::vector<stage>& pairwise) {
       auto saved = std::tuple(pairwise_, pair_q_, pair_kv_);

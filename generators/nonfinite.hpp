@@ -4,6 +4,7 @@
 //   a score of -inf (a mask, or a modifier's minus_infinity) has weight 0; a row with no
 //   finite score gives weights 0 and output 0; a NaN or +inf score among a row's kept keys
 //   makes that row NaN. Comparisons that may see inf or NaN are strict_float.
+#include <cstdint>
 #include <limits>
 #include <Halide.h>
 #include "fast_math.hpp"
@@ -27,10 +28,19 @@ inline Halide::Expr weighted(const Halide::Expr& w, const Halide::Expr& x) {
   return Halide::select(Halide::strict_float(w == 0.0f), 0.0f, w * x);
 }
 
-// acc + w·x, leaving acc as it is where w is exactly 0: weighted()'s rule as an update, written
-// so that it compiles to one masked FMA per vector (a select around the sum, not inside it).
-inline Halide::Expr accumulate_weighted(const Halide::Expr& acc, const Halide::Expr& w, const Halide::Expr& x) {
-  return Halide::select(Halide::strict_float(w != 0.0f), acc + w * x, acc);
+// acc + w·x, where a weight of exactly 0 never touches x (weighted()'s rule as an update): x is
+// replaced by 0 there. Where x is known finite (`finite` true, a specialisation) no guard is
+// needed, 0·x being 0: a plain FMA, with the same rounding as the guarded one (the same form).
+inline Halide::Expr accumulate_weighted(const Halide::Expr& acc, const Halide::Expr& w, const Halide::Expr& x,
+                                        const Halide::Expr& finite = Halide::Internal::const_false()) {
+  return acc + w * Halide::select(finite || Halide::strict_float(w != 0.0f), x, 0.0f);
+}
+
+// A float's exponent field (its bits & exponent_of_nonfinite): all ones for NaN and ±inf only.
+// Integer arithmetic, so no fast-math rewrite can assume the value finite.
+constexpr std::uint32_t exponent_of_nonfinite = 0x7f800000u;
+inline Halide::Expr exponent_field(const Halide::Expr& x) {
+  return Halide::reinterpret<std::uint32_t>(x) & exponent_of_nonfinite;
 }
 
 // A mask's predicate, evaluated without fast-math rewrites: index arithmetic in floats (q_idx / 6,

@@ -399,6 +399,15 @@ BOOST_AUTO_TEST_CASE(excluded_keys_and_values_have_no_influence) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(partial_tiles_check_values_once_per_call) {
+  // Where V holds no NaN or inf, partial key tiles multiply a masked key's value by its weight 0
+  // (a plain FMA); otherwise they skip it. One check of V per call decides: both versions exist.
+  // excluded_keys_and_values_have_no_influence compares them: bit for bit the same output.
+  const std::string nest = attn::jit(attention(causal(s))).compiled().loop_nest();
+  BOOST_TEST(nest.find("flash_values_finite") != std::string::npos, nest);
+  BOOST_TEST(nest.find("value_exponents") != std::string::npos, nest);
+}
+
 BOOST_AUTO_TEST_CASE(a_nan_token_reaches_only_the_rows_that_see_it) {
   // Causal: token 20's NaN may reach rows 20.. (they attend to it), never rows 0..19.
   const qkv clean(45);
