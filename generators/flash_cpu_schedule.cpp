@@ -120,7 +120,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   } else {
     register_tile(pv, f.dv, f.qi, step.keys.x, v, dv_vectors, pv_rows);
   }
-  // Partial tiles where V is finite: the plain FMA (1.5x faster for a sliding window of 256), with
+  // Partial tiles where V is finite: the plain FMA (1.4x faster for a sliding window of 256), with
   // the schedule above (a specialisation copies it).
   if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
 }
