@@ -32,7 +32,7 @@ inline Halide::Expr weighted(const Halide::Expr& w, const Halide::Expr& x) {
 // replaced by 0 there. Where x is known finite (`finite` true, a specialisation) no guard is
 // needed, 0·x being 0: a plain FMA, with the same rounding as the guarded one (the same form).
 inline Halide::Expr accumulate_weighted(const Halide::Expr& acc, const Halide::Expr& w, const Halide::Expr& x,
-                                        const Halide::Expr& finite = Halide::Internal::const_false()) {
+                                        const Halide::Expr& finite) {
   return acc + w * Halide::select(finite || Halide::strict_float(w != 0.0f), x, 0.0f);
 }
 
