@@ -143,29 +143,44 @@ class builder {
     return kept_band(p_.score(lead_row_major(), q, kv, unused).keep, q, kv);
   }
 
+  // A tile's first key: t·tile. A partial tile that would pass the last key is moved back to end
+  // at it (its keys before t·tile are masked, own_keys): the per-tile Funcs then have a static
+  // size and read no key past the last, so the products' inner loops carry no guards (2-3x
+  // faster than reading each key clamped). Where T, known when compiling, is shorter than one
+  // tile, keys past the last are read at the last one instead (read_key).
+  Expr first_key(const flash_step& st, bool partial) const {
+    const Expr own = f_.t * st.tile;
+    return partial && !clamps_keys(st) ? max(min(own, p_.nk - st.tile), 0) : own;
+  }
+  bool clamps_keys(const flash_step& st) const {
+    const auto keys = Internal::as_const_int(p_.nk);
+    return keys && *keys < st.tile;
+  }
+  Expr read_key(const flash_step& st, bool partial, const Expr& kv) const {
+    return partial && clamps_keys(st) ? min(kv, p_.nk - 1) : kv;
+  }
+
   void define_step(flash_step& st, const std::string& step, bool partial) {
     const std::string kind = step + p_.suffix;
     const int v = f_.vector;
-    // Whole tiles, past the last row and key. Rows past the last query are computed from the
-    // last row (the per-tile products read their left operand inside it, lower.cpp) and never
-    // stored. Keys past the last key, in partial tiles only, read the last key (an intermediate
-    // of static or bound size cannot be read beyond it) and are masked below (kv < nk); full
-    // tiles lie inside the keys (mask_bounds.hpp). Unclamped, the products' tiles have a static size.
+    // Whole tiles, past the last row. Rows past the last query are computed from the last row
+    // (the per-tile products read their left operand inside it, lower.cpp) and never stored.
+    // Full tiles lie inside the keys (mask_bounds.hpp); partial ones see first_key.
     const Expr q = f_.qt * f_.q_tile + f_.qi;
-    const Expr kv = f_.t * st.tile + f_.kvi;
-    const auto key = [&](const Expr& k) { return partial ? min(k, p_.nk - 1) : k; };
-    const flash_problem::scored sc = p_.score(lead_row_major(), q, key(kv), st.pairwise);
+    const Expr kv = first_key(st, partial) + f_.kvi;
+    const flash_problem::scored sc = p_.score(lead_row_major(), q, read_key(st, partial, kv), st.pairwise);
+    const Expr own_key = f_.t * st.tile <= kv && kv < p_.nk;  // partial tiles: the tile's keys that exist
     st.score = Func(kind + "_score");
     st.keys = RDom(0, st.tile, kind + "_keys");
     if (!p_.normalised) {
       // The weights f(S) themselves: 0 for keys the masks remove (and past the last key).
-      const Expr w = partial ? select(exact_predicate(sc.keep) && kv < p_.nk, sc.score, 0.0f) : sc.score;
+      const Expr w = partial ? select(exact_predicate(sc.keep) && own_key, sc.score, 0.0f) : sc.score;
       st.score(tile_args({f_.kvi}, f_.t)) = w;
       define_pv(st, kind, st.score, partial);
       return;
     }
     Expr keep = is_kept_score(sc.score);
-    if (partial) keep = exact_predicate(sc.keep) && kv < p_.nk && keep;
+    if (partial) keep = exact_predicate(sc.keep) && own_key && keep;
 
     st.score(tile_args({f_.kvi}, f_.t)) = select(keep, sc.score, none);
 
@@ -198,8 +213,7 @@ class builder {
   // key's value is never multiplied (0·NaN would be NaN).
   void define_pv(flash_step& st, const std::string& kind, const Func& weights, bool partial) {
     const Expr p = weights(tile_args({st.keys.x}, f_.t));
-    const Expr k = f_.t * st.tile + st.keys.x;
-    const Expr value = p_.value(lead_row_major(), partial ? min(k, p_.nk - 1) : k, f_.dv);
+    const Expr value = p_.value(lead_row_major(), read_key(st, partial, first_key(st, partial) + st.keys.x), f_.dv);
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     st.pv(pv_at) = 0.0f;

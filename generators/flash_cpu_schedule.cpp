@@ -163,7 +163,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
   if (!s.stage_kv)
-    for (stage& pw : f.full.pairwise) pad_right_operand(pw, f.nk);
+    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max(f.nk, f.partial.tile));  // a partial tile may pass T
 }
 
 }  // namespace attn::gen

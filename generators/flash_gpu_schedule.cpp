@@ -65,8 +65,9 @@ void stage_values(flash_step& st, const std::vector<ImageParam>& params, const L
   }
 }
 
-// A partial key tile reads keys up to the last one only, so a per-tile Func's key range shrinks
-// there, below the thread count when fewer keys than threads are left: then some threads have
+// Where T, known when compiling, is shorter than a tile, the partial tile reads keys up to the
+// last one only (flash_algorithm's first_key), so a per-tile Func's key range shrinks there,
+// below the thread count when fewer keys than threads are left: then some threads have
 // no iteration at all, and PoCL computes wrong results (T = 33 with kv_tile 32 and 8 threads;
 // right from 9 keys on). Partial tiles therefore compute whole multiples of the thread count
 // (the reads past the last key are clamped, lower.cpp) and stage nothing: a staged copy reads
