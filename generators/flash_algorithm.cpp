@@ -144,10 +144,12 @@ class builder {
   }
 
   // A tile's first key: t·tile. A partial tile that would pass the last key is moved back to end
-  // at it (its keys before t·tile are masked, own_keys): the per-tile Funcs then have a static
+  // at it (its keys before t·tile are masked, own_key): the per-tile Funcs then have a static
   // size and read no key past the last, so the products' inner loops carry no guards (2-3x
-  // faster than reading each key clamped). Where T, known when compiling, is shorter than one
-  // tile, keys past the last are read at the last one instead (read_key).
+  // faster than reading each key clamped). Keys fewer than a tile: known when compiling, keys
+  // past the last are read at the last one (read_key); known at the call only, the tile starts
+  // at key 0 and reads past the last key (inputs are read clamped, lower.cpp; Kᵀ's storage is
+  // padded, flash_cpu_schedule), the scores there masked.
   Expr first_key(const flash_step& st, bool partial) const {
     const Expr own = f_.t * st.tile;
     return partial && !clamps_keys(st) ? max(min(own, p_.nk - st.tile), 0) : own;
