@@ -1,7 +1,9 @@
 #include "kernel.hpp"
 
 #include <fstream>
+#include <functional>
 #include <mutex>
+#include <utility>
 #include <Halide.h>
 #include "aliasing.hpp"
 #include "dim_bindings.hpp"
@@ -37,6 +39,9 @@ struct compiled_kernel::impl {
   std::string description;  // describe()
   std::string schedule;     // schedule()
   std::vector<int> materialised;  // nodes computed into buffers of their own (the memory budget)
+  // An autoscheduler's schedule not yet applied (the kernel came from the disk cache without it):
+  // loop_nest() applies it first. Guarded by `listing`.
+  std::function<void()> pending_schedule;
 };
 
 namespace {
@@ -112,10 +117,20 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     if (o.with_weights) results.push_back(p->lowered.weights);
     if (o.with_lse) results.push_back(p->lowered.lse);
     p->pipeline = Halide::Pipeline(results);
-    if (autoscheduler) gen::autoschedule(p->pipeline, p->lowered, g, p->bound, *autoscheduler, p->target);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
-    p->loaded = detail::disk_kernel(p->pipeline, p->arguments, p->target, key);
-    if (!p->loaded) p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+    // An autoscheduler's search runs only when its kernel is compiled, not when the disk cache has it.
+    if (autoscheduler)
+      p->pending_schedule = [q = p.get(), name = *autoscheduler] {
+        gen::autoschedule(q->pipeline, q->lowered, q->graph, q->bound, name, q->target);
+      };
+    const auto schedule_pending = [q = p.get()] {
+      if (q->pending_schedule) std::exchange(q->pending_schedule, nullptr)();
+    };
+    p->loaded = detail::disk_kernel(p->pipeline, p->arguments, p->target, key, schedule_pending);
+    if (!p->loaded) {
+      schedule_pending();
+      p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+    }
     for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
     p->names.emplace_back(p->lowered.output.name(), "output");
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
@@ -162,6 +177,7 @@ std::string compiled_kernel::schedule() const { return impl_->schedule; }
 std::string compiled_kernel::loop_nest(listing format) const {
   const bool html = format == listing::html;
   const std::lock_guard lock(impl_->listing);
+  if (impl_->pending_schedule) std::exchange(impl_->pending_schedule, nullptr)();
   const detail::private_temp_dir dir;  // Halide writes listings only to files
   const std::string path = dir.path() / (html ? "loop_nest.html" : "loop_nest.stmt");
   impl_->pipeline.compile_to_conceptual_stmt(path, impl_->arguments,

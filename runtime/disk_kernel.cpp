@@ -45,7 +45,8 @@ std::shared_ptr<const shared_object_kernel> load_entry(const std::filesystem::pa
 
 std::shared_ptr<const shared_object_kernel> disk_kernel(const Halide::Pipeline& pipeline,
                                                         const std::vector<Halide::Argument>& arguments,
-                                                        const Halide::Target& target, const std::string& key) {
+                                                        const Halide::Target& target, const std::string& key,
+                                                        const std::function<void()>& before_compile) {
   const auto dir = kernel_cache_dir();
   if (!dir || target.has_gpu_feature()) return nullptr;
   const disk_cache cache(*dir, disk_cache_version());
@@ -58,6 +59,7 @@ std::shared_ptr<const shared_object_kernel> disk_kernel(const Halide::Pipeline& 
   // A name never used before in this process: the loader must not confuse it with an earlier one.
   static std::atomic<unsigned long> counter{0};
   const std::filesystem::path so = temp.path() / ("kernel" + std::to_string(counter++) + ".so");
+  if (before_compile) before_compile();
   try {
     compile_shared_object(pipeline, arguments, target, so);
   } catch (const link_failure& e) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "generators/flash_schedule.hpp"
 #include "runtime/jit.hpp"
 #include "reference.hpp"
 
@@ -193,13 +194,15 @@ void expect_causal_matches_reference(const K& kern, ref::index width) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
-  // Dh = 128 gets its own default (V in key blocks of 32, row blocks of 12, P·V row tiles as
-  // many as fit the registers: 3 with 16-float vectors).
+  // Dh = 128 gets its own default: row blocks of 12, P·V register tiles of 6 rows × the part of
+  // V's row that fits the registers (on AVX2 also V in key blocks of 32).
   constexpr auto D = dim<"Dw", 128>;
   constexpr auto N = dim<"N">;
   const auto kern = attn::jit(combine(softmax(causal(scaled_scores(input<"q">(N, D), input<"k">(N, D)))), input<"v">(N, D)));
-  for (const char* wide : {"pv_keys=32", "row_block=12"})
-    BOOST_TEST(kern.compiled().describe().find(wide) != std::string::npos, kern.compiled().describe());
+  const attn::gen::flash_schedule s = attn::gen::parse_flash_schedule(kern.compiled().schedule(), {});
+  BOOST_TEST(s.row_block == 12, kern.compiled().describe());
+  BOOST_TEST((s.pv_rows > 0 ? s.pv_rows : s.q_unroll) * attn::gen::pv_tile_vectors(s, 128) <= attn::gen::register_budget(s.vector));
+  BOOST_TEST(s.pv_keys == (s.vector < 16 ? 32 : 0));
   expect_causal_matches_reference(kern, 128);
 }
 

@@ -282,3 +282,31 @@ BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
   const auto fallback = attn::jit(causal_attention, {.bind = {T = 91}});
   BOOST_TEST(fallback.compiled().describe().find("source=default") != std::string::npos);
 }
+
+// Autoschedulers run in a child process, each within what is left of their share of the budget:
+// one past it is stopped and recorded as timed out (the tuner keeps to its budget); one that
+// finishes leaves its kernel in the disk cache, where the tuner loads it and checks it like any other.
+BOOST_AUTO_TEST_CASE(autoschedulers_keep_to_their_share_of_the_budget) {
+  const attn::detail::private_temp_dir cache;
+  setenv("ATTN_CACHE_DIR", cache.path().c_str(), 1);
+  attn::tune::tune_options o;
+  o.sizes = {{"T", 64}};
+  o.log = nullptr;
+  o.search = false;
+  o.autoschedulers = {"Mullapudi2016"};
+  o.budget_seconds = 60;
+  o.autoscheduler_share = 0.0005;  // 30 ms: far less than any autoscheduler's search and compile
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto late = attn::tune::tune(causal_attention, o);
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
+  BOOST_REQUIRE(late.candidates.size() == 2u);
+  BOOST_TEST((late.candidates[1].status == attn::tune::outcome::timed_out), late.candidates[1].message);
+  BOOST_TEST(late.chosen == 0u);
+
+  o.autoscheduler_share = 1;
+  const auto done = attn::tune::tune(causal_attention, o);
+  BOOST_REQUIRE(done.candidates.size() == 2u);
+  BOOST_TEST((done.candidates[1].status == attn::tune::outcome::ok), done.candidates[1].message);
+  BOOST_TEST(done.candidates[1].schedule == "auto=Mullapudi2016");
+  setenv("ATTN_CACHE_DIR", "off", 1);
+}

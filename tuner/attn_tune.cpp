@@ -2,6 +2,7 @@
 // default against the best schedule found (and each Halide autoscheduler asked for), and writes
 // the best into the tuning database, where attn::jit finds it (runtime/tuning_db.hpp).
 //   attn-tune causal full --T 1024 --Dh 64 --budget 120
+//   attn-tune causal --Dh 128 --no-search --autoschedulers none --schedule 'pv_rows=0 pv_keys=0'
 //   attn-tune --list
 #include <cstdio>
 #include <fstream>
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   std::int64_t T = 1024, Dh = 64;
   double budget = 60;
   std::string db, target = "host", summary_file;
-  std::vector<std::string> autos = attn::gen::autoscheduler_names();
+  std::vector<std::string> autos = attn::gen::autoscheduler_names(), given;
   bool no_search = false, dry_run = false, list = false;
   app.add_option("cases", cases, "cases to tune (default: all): " + join(bench_case_names()));
   app.add_option("--T", T, "sequence length")->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   app.add_option("--autoschedulers", autos, "Halide autoschedulers tried as candidates ('none': no autoscheduler)")
       ->delimiter(',')
       ->default_str(join(attn::gen::autoscheduler_names()));
-  app.add_flag("--no-search", no_search, "only the default and the autoschedulers");
+  app.add_option("--schedule", given, "a schedule to try too (repeatable), e.g. 'q_tile=24 kv_tile=192'");
+  app.add_flag("--no-search", no_search, "only the default, the autoschedulers and the schedules given");
   app.add_flag("--dry-run", dry_run, "do not write the database");
   app.add_option("--summary", summary_file, "append one JSON line per case to this file (scripts/tune_bench.sh)");
   app.add_flag("--list", list, "list the cases and exit");
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
       o.target = target;
       o.budget_seconds = budget;
       o.autoschedulers = autos;
+      o.schedules = given;
       o.search = !no_search;
       std::printf("%s T=%lld Dh=%lld (budget %.0f s)\n", name.c_str(), (long long)T, (long long)Dh, budget);
       std::fflush(stdout);
@@ -110,10 +113,12 @@ int main(int argc, char** argv) {
       print_row("default", &r.default_candidate(), bc.flops, def);
       print_row("tuned", &r.best(), bc.flops, def);
       for (const std::string& a : autos) print_row(a.c_str(), find_origin(r, a), bc.flops, def);
+      for (const candidate& c : r.candidates)
+        if (c.origin == "given") print_row("given", &c, bc.flops, def);
       std::size_t wrong = 0, failed = 0;
       for (const candidate& c : r.candidates) {
         wrong += c.status == outcome::wrong;
-        failed += c.status == outcome::compile_failed || c.status == outcome::run_failed;
+        failed += c.status == outcome::compile_failed || c.status == outcome::run_failed || c.status == outcome::timed_out;
       }
       std::printf("  %zu of %zu planned candidates tried in %.0f s (%zu wrong, %zu failed)\n", r.candidates.size(), r.planned,
                   r.elapsed_s, wrong, failed);

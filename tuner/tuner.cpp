@@ -8,8 +8,10 @@
 #include <set>
 #include "dsl/printer.hpp"
 #include "generators/attention_pattern.hpp"
+#include "compile_in_child.hpp"
 #include "output_check.hpp"
 #include "progress.hpp"
+#include "runtime/cache_dir.hpp"
 #include "runtime/jit.hpp"
 #include "runtime/tuning_key.hpp"
 #include "search_space.hpp"
@@ -90,6 +92,7 @@ class search {
 
     std::vector<std::pair<std::string, std::string>> queue;  // (schedule, origin)
     for (const std::string& a : o_.autoschedulers) queue.emplace_back("auto=" + a, a);
+    for (const std::string& given : o_.schedules) queue.emplace_back(given, "given");
     const attention_sizes a = sizes_for_search(g_, o_.sizes, gen::parse_flash_schedule(def.schedule, {}).vector);
     if (o_.search) {
       std::vector<gen::flash_schedule> grid = pruned_grid(a);
@@ -97,13 +100,13 @@ class search {
       for (const gen::flash_schedule& s : grid) queue.emplace_back(gen::to_string(s), "grid");
     }
     r.planned = 1 + queue.size();
-    const std::size_t autos = o_.autoschedulers.size();
+    const std::size_t before_grid = o_.autoschedulers.size() + o_.schedules.size();
     for (std::size_t i = 0; i < queue.size(); ++i) {
       // The first searched candidate is always tried, so a search compares at least two kernels
       // even when the default's compile took most of a small budget (a loaded machine).
-      const bool first_searched = i == autos;
+      const bool first_searched = i == before_grid;
       if (!first_searched && out_of_time()) break;
-      if (i > autos && elapsed() > 0.6 * o_.budget_seconds) break;  // leave time to refine
+      if (i > before_grid && elapsed() > 0.6 * o_.budget_seconds) break;  // leave time to refine
       evaluate(queue[i], r);
     }
     if (o_.search) refine(a, r);
@@ -170,6 +173,18 @@ class search {
     opt.schedule = c.schedule;
     kernel_ptr k;
     const auto t0 = clock::now();
+    if (c.schedule.starts_with("auto=") && detail::kernel_cache_dir()) {
+      // An autoscheduler: compiled in a child within what is left of their share; this process
+      // then loads the kernel from the disk cache.
+      const double allowance = std::min(o_.autoscheduler_share * o_.budget_seconds - autoscheduler_s_, left());
+      const child_compile child = compile_in_child([&] { compiled_kernel::get(g_, opt); }, std::max(allowance, 0.0));
+      autoscheduler_s_ += child.seconds;
+      if (child.result != child_compile::status::done) {
+        const bool late = child.result == child_compile::status::timed_out;
+        fail(c, late ? outcome::timed_out : outcome::compile_failed, child.message);
+        return;
+      }
+    }
     try {
       k = compiled_kernel::get(g_, opt);
     } catch (const std::exception& e) {
@@ -246,12 +261,13 @@ class search {
   std::map<std::size_t, kernel_ptr> kept_;
   std::map<std::size_t, double> medians_;
   double best_ = 0, last_compile_s_ = 0;
+  double autoscheduler_s_ = 0;  // spent by the autoschedulers' children so far
 };
 
 }  // namespace
 
 const char* to_string(outcome o) {
-  constexpr const char* names[] = {"ok", "compile failed", "run failed", "wrong output", "skipped"};
+  constexpr const char* names[] = {"ok", "compile failed", "run failed", "wrong output", "skipped", "timed out"};
   return names[int(o)];
 }
 

@@ -2,7 +2,8 @@
 // The tuner: searches the fused kernel's schedule parameters (and, if asked, Halide's
 // autoschedulers) for one expression at concrete sizes on one target, within a time budget.
 //   1. the default schedule (always a candidate: the result is never slower in these measurements);
-//   2. each autoscheduler asked for;
+//   2. each autoscheduler asked for, within its share of the budget (a search or compile past it
+//      is stopped: compile_in_child.hpp), then each schedule given;
 //   3. a pruned grid (search_space.hpp) in a seeded random order, until ~60 % of the budget
 //      (its first candidate always, even past the budget: a search compares at least two kernels);
 //   4. local refinement: neighbours of the best few, until the budget less the re-timing's share;
@@ -26,7 +27,12 @@ struct tune_options {
   std::string target = "host";
   double budget_seconds = 60;
   std::vector<std::string> autoschedulers;   // of gen::autoscheduler_names(); empty: none
-  bool search = true;                        // the grid and its refinement (false: default and autoschedulers)
+  // The autoschedulers, in turn, use at most this share of the budget together; each may use what
+  // the earlier ones left. Each runs in a child process that is stopped at its limit; with the disk
+  // kernel cache off (ATTN_CACHE_DIR=off) they run in this process, unbounded.
+  double autoscheduler_share = 0.5;
+  std::vector<std::string> schedules;        // schedule texts tried after the autoschedulers (before the grid)
+  bool search = true;                        // the grid and its refinement (false: only the candidates above)
   int leaders = 3, rounds = 5;               // re-timed at the end: `leaders` best and the default
   timing_options timing{};
   unsigned seed = 1;                         // inputs and the grid's order
@@ -35,7 +41,7 @@ struct tune_options {
   std::function<void(const std::string& schedule, std::span<float> output)> output_hook;
 };
 
-enum class outcome { ok, compile_failed, run_failed, wrong, skipped };
+enum class outcome { ok, compile_failed, run_failed, wrong, skipped, timed_out };
 const char* to_string(outcome o);
 
 struct candidate {
