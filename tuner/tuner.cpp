@@ -101,12 +101,14 @@ class search {
     }
     r.planned = 1 + queue.size();
     const std::size_t before_grid = o_.autoschedulers.size() + o_.schedules.size();
+    double grid_end = 0;
     for (std::size_t i = 0; i < queue.size(); ++i) {
       // The first searched candidate is always tried, so a search compares at least two kernels
       // even when the default's compile took most of a small budget (a loaded machine).
       const bool first_searched = i == before_grid;
+      if (first_searched) grid_end = elapsed() + 0.6 * left();  // the grid's share of what is left; then refine
       if (!first_searched && out_of_time()) break;
-      if (i > before_grid && elapsed() > 0.6 * o_.budget_seconds) break;  // leave time to refine
+      if (i > before_grid && elapsed() > grid_end) break;
       evaluate(queue[i], r);
     }
     if (o_.search) refine(a, r);
