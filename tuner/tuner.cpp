@@ -95,6 +95,10 @@ class search {
     for (const std::string& given : o_.schedules) queue.emplace_back(given, "given");
     const attention_sizes a = sizes_for_search(g_, o_.sizes, gen::parse_flash_schedule(def.schedule, {}).vector);
     if (o_.search) {
+      // The default's one-step neighbours first: where it is nearly right (most cases), that is
+      // where the gains are; then the grid, for what lies far from it.
+      for (const gen::flash_schedule& n : neighbours(gen::parse_flash_schedule(def.schedule, {}), a))
+        queue.emplace_back(gen::to_string(n), "refine");
       std::vector<gen::flash_schedule> grid = pruned_grid(a);
       std::shuffle(grid.begin(), grid.end(), std::mt19937(o_.seed));
       for (const gen::flash_schedule& s : grid) queue.emplace_back(gen::to_string(s), "grid");

@@ -4,7 +4,8 @@
 //   1. the default schedule (always a candidate: the result is never slower in these measurements);
 //   2. each autoscheduler asked for, within its share of the budget (a search or compile past it
 //      is stopped: compile_in_child.hpp), then each schedule given;
-//   3. a pruned grid (search_space.hpp) in a seeded random order, for ~60 % of the budget left
+//   3. the default's one-step neighbours, then a pruned grid (search_space.hpp) in a seeded random
+//      order, for ~60 % of the budget left
 //      (its first candidate always, even past the budget: a search compares at least two kernels);
 //   4. local refinement: neighbours of the best few, until the budget less the re-timing's share;
 //   5. the leaders and the default re-timed in interleaved rounds; the fastest median is chosen.
