@@ -7,7 +7,10 @@
 //
 // The child only compiles (it runs no kernel: the parent's thread pool does not exist in it) and
 // leaves with _exit, so nothing of the parent's state is torn down twice. Its temporary files go to
-// a private folder that the parent removes, so a killed child leaves nothing behind.
+// a private folder that the parent removes, so a killed child leaves nothing behind. Only the
+// forking thread lives on in the child: were another thread of the caller's holding a lock the
+// compile needs (a jit() running at that moment), the child would wait for it until its limit and
+// be reported as timed out.
 #include <functional>
 #include <string>
 
