@@ -288,7 +288,10 @@ BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
 // finishes leaves its kernel in the disk cache, where the tuner loads it and checks it like any other.
 BOOST_AUTO_TEST_CASE(autoschedulers_keep_to_their_share_of_the_budget) {
   const attn::detail::private_temp_dir cache;
-  setenv("ATTN_CACHE_DIR", cache.path().c_str(), 1);
+  struct cache_env {  // the disk kernel cache on, in a folder of this test's, for its scope
+    explicit cache_env(const fs::path& p) { setenv("ATTN_CACHE_DIR", p.c_str(), 1); }
+    ~cache_env() { setenv("ATTN_CACHE_DIR", "off", 1); }
+  } const env(cache.path());
   attn::tune::tune_options o;
   o.sizes = {{"T", 64}};
   o.log = nullptr;
@@ -308,5 +311,4 @@ BOOST_AUTO_TEST_CASE(autoschedulers_keep_to_their_share_of_the_budget) {
   BOOST_REQUIRE(done.candidates.size() == 2u);
   BOOST_TEST((done.candidates[1].status == attn::tune::outcome::ok), done.candidates[1].message);
   BOOST_TEST(done.candidates[1].schedule == "auto=Mullapudi2016");
-  setenv("ATTN_CACHE_DIR", "off", 1);
 }
