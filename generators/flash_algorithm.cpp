@@ -75,6 +75,10 @@ class builder {
     fold(f_.full, f_.full.r.x, 1);
     fold(f_.partial, tp, 2);
 
+    // The result per query tile, `tiles` (dv, qi, qt, lead..., batch), and the output read off it.
+    // The CPU schedule inlines `tiles`; a GPU schedule computes it (its blocks then match the
+    // state's query tiles whatever the output's min) and copies it out.
+    f_.tiles = Func("flash_tiles" + p_.suffix);
     f_.output = Func("flash_output" + p_.suffix);
     std::vector<Expr> out{f_.dv, f_.q};
     for (const Var& v : f_.lead) out.push_back(v);
@@ -83,21 +87,25 @@ class builder {
     for (const Var& v : f_.lead) at.push_back(v);
     if (f_.batched) at.push_back(f_.batch);
     if (!p_.normalised) {  // Σ f(S)·V as it is: no normalisation (a row without a kept key gives 0)
-      f_.output(out) = f_.state(at);
+      f_.tiles(state_args()) = f_.state(state_args());
+      f_.output(out) = f_.tiles(at);
       return f_;
     }
-    const FuncRef s = f_.state(at);
+    const FuncRef s = f_.state(state_args());
     // The running max and sum are the same in every dv lane: the row's sum is read once, at dv 0.
-    at.front() = 0;
-    const Expr row_sum = f_.state(at)[1];
+    std::vector<Expr> row0 = state_args();
+    row0.front() = 0;
+    const Expr row_sum = f_.state(row0)[1];
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
     const Expr value = s[2] * reciprocal_or_zero(row_sum);
     if (!p_.with_lse) {
-      f_.output(out) = value;
+      f_.tiles(state_args()) = value;
+      f_.output(out) = f_.tiles(at);
       return f_;
     }
+    f_.tiles(state_args()) = Tuple(value, log_sum_exp(f_.state(row0)[0], row_sum));
     f_.rows = Func("flash_rows" + p_.suffix);
-    f_.rows(out) = Tuple(value, log_sum_exp(f_.state(at)[0], row_sum));
+    f_.rows(out) = f_.tiles(at);
     f_.output(out) = f_.rows(out)[0];
     std::vector<Expr> row(out.begin() + 1, out.end());
     f_.lse = Func("flash_lse" + p_.suffix);

@@ -74,6 +74,10 @@ struct flash_funcs {
   // for a row without a kept key. Both read `rows`, Tuple(output, lse) over output's vars, the
   // Func the state is computed in (a Func computed inside one consumer cannot feed two).
   Halide::Func lse, rows;
+  // (dv, qi, qt, lead..., batch): the normalised result per query tile (with the log-sum-exp: a
+  // Tuple of both), read by `output` (or `rows`). The CPU schedule inlines it; GPU schedules
+  // compute it, so that a block is one query tile of the state.
+  Halide::Func tiles;
   Halide::Func state;   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch); softmax-free: acc alone
   flash_step full, partial;
   // Vars, innermost first: output (dv, q, lead..., batch); state (dv, qi, qt, lead..., batch);

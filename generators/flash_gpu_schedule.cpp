@@ -88,6 +88,37 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule&
   }
 }
 
+// Per-thread variant: a per-tile Func holds one key tile (t = the step's tile) of the thread's
+// query row of one (batch item, head); its storage says so, and so does Q·Kᵀ's (keys innermost,
+// then the one query, then one each of the lead dims and the batch). Bounds inference cannot
+// prove it through the masks' tile ranges (RDom::where: a select over the tiles), and a GPU
+// allocation inside a block is sized for the largest over the loops around it: without these
+// bounds each thread's scratch went to global memory sized by T (the CUDA benchmark's causal
+// kernels read out of bounds at B = 4, H = 16, T = 1024). Halide drops the check of a storage
+// bound inside a GPU kernel: these hold by construction, the state's update being the only
+// reader of a tile's Funcs, at its own tile and row; test_opencl and test_cuda run sizes that
+// would show otherwise. (The same bounds in the shared variant failed there: it has none.)
+void bound_to_row(const flash_funcs& f, Func fn, int keys) {
+  for (const Var& a : fn.args()) {
+    const std::string& n = a.name();
+    if (n == f.kvi.name()) fn.bound_storage(a, keys);
+    else if (n == f.lane.name()) fn.bound_storage(a, f.vector);
+    else if (n == f.dv.name() && f.dv_known > 0) fn.bound_storage(a, f.dv_known);
+    else if (n != f.dv.name()) fn.bound_storage(a, 1);  // qi, t, qt, lead dims, batch
+  }
+}
+
+void bound_step_to_row(const flash_funcs& f, const flash_step& step) {
+  for (const stage& pw : step.pairwise) {
+    if (pw.kind != stage::product || pw.vars.size() < 2) continue;
+    Func product = pw.func;  // a handle
+    product.bound_storage(pw.vars[0], step.tile);
+    for (std::size_t k = 1; k < pw.vars.size(); ++k) product.bound_storage(pw.vars[k], 1);
+  }
+  for (Func per_tile : {step.max_lanes, step.max, step.prob, step.sum_lanes, step.sum, step.pv})
+    if (per_tile.defined()) bound_to_row(f, per_tile, step.tile);
+}
+
 // Threads across V's width: no more than it has columns.
 int dv_threads(const flash_funcs& f, const flash_gpu_schedule& s) {
   return f.dv_size > 0 ? std::min(s.threads, f.dv_size) : s.threads;
@@ -111,31 +142,37 @@ void schedule_step(flash_funcs& f, flash_step& step, const std::vector<ImagePara
   step.pv.compute_at(at);
   on_block_threads(step.pv, across_v, s.q_tile);
   if (s.stage_v && !partial) stage_values(step, params, at, s, across_v);
+  // (No storage bounds here, unlike the per-thread variant: with them, shared full attention
+  // failed to launch on an H100 at q_tile 1, T = 33.)
 }
 
-// The Func the state is computed in: the output, or with the log-sum-exp `rows`, which the output
-// and the lse then copy out in kernels of their own (O(T·Dv) beside the attention's O(T²·Dv)).
-Func rows_or_output(flash_funcs& f) {
-  if (!f.rows.defined()) return f.output;
+// `tiles` computed as its own kernel: a block per (query tile, lead dims and batch item), whatever
+// the output's min, so that the state in a block is exactly one query tile; the output (and with
+// the log-sum-exp the lse) copied out of it by kernels of their own (O(T·Dv) beside the
+// attention's O(T²·Dv)). Returns the block loop.
+Var tiles_on_blocks(flash_funcs& f, const flash_gpu_schedule& s) {
   gpu_root(f.output);
-  gpu_root(f.lse);
-  return f.rows;
+  if (f.lse.defined()) gpu_root(f.lse);
+  Func tiles = f.tiles;
+  tiles.compute_root().bound(f.qi, 0, s.q_tile);  // whole tiles: rows past the last are computed, never stored
+  if (f.dv_size > 0) tiles.bound(f.dv, 0, f.dv_size);
+  // A V width bound when compiling sizes the state (as on the CPU): private arrays, not scratch in global memory.
+  if (f.dv_size == 0 && f.dv_known > 0) f.state.bound(f.dv, 0, f.dv_known);
+  // The query tile is a block dim of its own: fused with the others, bounds inference could not
+  // tell a block's tile from the fused index, and sized every block's scratch for all of T's tiles.
+  std::vector<Var> others(f.lead.begin(), f.lead.end());
+  if (f.batched) others.push_back(f.batch);
+  if (others.empty()) tiles.gpu_blocks(f.qt);
+  else tiles.gpu_blocks(f.qt, fuse_all(tiles, others));
+  return f.qt;
 }
 
 // shared = 0: one thread per query row; the state and every per-tile Func of a row live in the
 // thread's private memory, computed serially inside it. No shared memory, no barriers.
 void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
-  Func out = rows_or_output(f);
-  Var qo("qo"), qin("qin");
-  if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
-  out.compute_root().split(f.q, qo, qin, s.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
-  std::vector<Var> tasks(f.lead.begin(), f.lead.end());
-  if (f.batched) tasks.push_back(f.batch);
-  if (tasks.empty()) out.gpu_blocks(qo);
-  else out.gpu_blocks(qo, fuse_all(out, tasks));
-  out.gpu_threads(qin);
-
-  f.state.compute_at(out, qin);
+  tiles_on_blocks(f, s);
+  f.tiles.reorder(f.dv, f.qi).gpu_threads(f.qi);
+  f.state.compute_at(f.tiles, f.qi);
   for (flash_step* step : {&f.full, &f.partial}) {
     // The key tiles outermost in the thread, so that each tile's Funcs are computed once per tile.
     f.state.update(step->update - 1).reorder(f.dv, f.qi, f.qt, step->r.x);
@@ -147,7 +184,8 @@ void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
     }
     for (Func per_tile : {step->max_lanes, step->max, step->prob, step->sum_lanes, step->sum, step->pv})
       if (per_tile.defined()) per_tile.compute_at(at);  // softmax-free: P·V only
-  }
+    bound_step_to_row(f, *step);
+    }
 }
 
 }  // namespace
@@ -229,21 +267,10 @@ flash_gpu_schedule banded(flash_gpu_schedule s, std::int64_t band) {
 void schedule_flash_gpu(flash_funcs& f, const std::vector<ImageParam>& params, const flash_gpu_schedule& s, const Target&) {
   if (!s.shared) return schedule_flash_per_thread(f, s);
   // Blocks: (query tile, lead dims and batch fused); threads: (V's width, query rows).
-  Func out = rows_or_output(f);
-  Var qo("qo"), qin("qin"), dvo("dvo"), dvi("dvi");
-  if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
-  out.compute_root()
-      .split(f.q, qo, qin, f.q_tile, TailStrategy::GuardWithIf)
-      .split(f.dv, dvo, dvi, dv_threads(f, s), TailStrategy::GuardWithIf)
-      .reorder(dvo, dvi, qin, qo);
-  std::vector<Var> tasks(f.lead.begin(), f.lead.end());
-  if (f.batched) tasks.push_back(f.batch);
-  if (tasks.empty()) out.gpu_blocks(qo);
-  else out.gpu_blocks(qo, fuse_all(out, tasks));
-  out.gpu_threads(dvi, qin);
-
+  const Var block = tiles_on_blocks(f, s);
+  threads_2d(f.tiles, f.dv, f.qi, dv_threads(f, s), s.q_tile);
   // The online-softmax state lives in the block, each (column, row) with the thread that owns it.
-  f.state.compute_at(out, qo);
+  f.state.compute_at(f.tiles, block);
   threads_2d(f.state, f.dv, f.qi, dv_threads(f, s), s.q_tile);
   schedule_step(f, f.full, params, s);
   schedule_step(f, f.partial, params, s);

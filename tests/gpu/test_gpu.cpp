@@ -1,17 +1,20 @@
-// GPU schedules run for real: kernels built ahead of time for host-opencl (CMakeLists.txt beside
-// this file), run on whatever OpenCL platform is installed (PoCL on a machine without a GPU) and
-// compared with the double reference (tests/reference.hpp) under the suite's tolerance rule. The
-// program links no libHalide (the JIT and PoCL in one process can clash over LLVM): only the
-// kernels' libraries, which carry Halide's runtime. Covers the fused GPU schedule in its per-thread
-// variant, shared=0 (full, causal, sliding window, ALiBi, softcap with the log-sum-exp, sigmoid
-// attention: softmax-free; tails: sizes not multiples of the tiles), its shared-memory variant,
-// shared=1 (full; causal with the log-sum-exp; with and without staged tiles; last key tiles with
-// fewer keys than threads, where PoCL once went wrong), the GPU products (projections, W_O) and
-// the generic GPU schedule (with the log-sum-exp; the weights, a generic-only path).
+// GPU schedules run for real: kernels built ahead of time for one GPU API (CMakeLists.txt beside
+// this file builds this program twice: test_opencl, kernels for host-opencl, run on whatever
+// OpenCL platform is installed, PoCL on a machine without a GPU; test_cuda, kernels for
+// host-cuda-cuda_capability_80, run on an NVIDIA GPU) and compared with the double reference
+// (tests/reference.hpp) under the suite's tolerance rule. The program links no libHalide (the JIT
+// and PoCL in one process can clash over LLVM): only the kernels' libraries, which carry Halide's
+// runtime. Covers the fused GPU schedule in its per-thread variant, shared=0 (full, causal,
+// sliding window, ALiBi, softcap with the log-sum-exp, sigmoid attention: softmax-free; tails:
+// sizes not multiples of the tiles), its shared-memory variant, shared=1 (full; causal with the
+// log-sum-exp; with and without staged tiles; last key tiles with fewer keys than threads, where
+// PoCL once went wrong), the GPU products (projections, W_O) and the generic GPU schedule (with
+// the log-sum-exp; the weights, a generic-only path).
 //
-// With no OpenCL platform the program exits 77, which ctest reports as skipped (CI installs PoCL,
-// scripts/setup.sh, so there it runs). Each case prints its time (PoCL compiles a kernel at its
-// first launch: most of it); `test_opencl WORD` runs only the cases whose name contains WORD.
+// With no platform or device for the API the program exits 77, which ctest reports as skipped
+// (CI installs PoCL, scripts/setup.sh, so there test_opencl runs; test_cuda runs where a GPU is).
+// Each case prints its time (PoCL compiles a kernel at its first launch: most of it);
+// `test_opencl WORD` runs only the cases whose name contains WORD.
 #include <dlfcn.h>
 #include <chrono>
 #include <cmath>
@@ -23,17 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ocl_alibi.h"
-#include "ocl_attention.h"
-#include "ocl_attention_shared.h"
-#include "ocl_causal.h"
-#include "ocl_causal_shared.h"
-#include "ocl_generic_attention.h"
-#include "ocl_sigmoid.h"
-#include "ocl_mha.h"
-#include "ocl_softcap.h"
-#include "ocl_weights.h"
-#include "ocl_window.h"
+#include "gpu_kernels.h"  // the kernels of this API, as gpu::NAME (gpu_kernels.h.in)
 #include "generators/aot/kernel_buffer.hpp"
 #include "reference.hpp"
 
@@ -145,38 +138,38 @@ bool keep_causal(index q, index kv, index) { return kv <= q; }
 
 // Sizes: one tile, not a multiple of the query tile or the key tile, several tiles.
 void full() {
-  for (index t : {1, 37, 100}) check_heads({"attention (full)", t == 37 ? 2 : 1, t, 32}, ocl_attention);
+  for (index t : {1, 37, 100}) check_heads({"attention (full)", t == 37 ? 2 : 1, t, 32}, gpu::attention);
 }
 void causal() {
-  for (index t : {5, 70, 129}) check_heads({"causal", t == 70 ? 3 : 1, t, 64, keep_causal}, ocl_causal);
+  for (index t : {5, 70, 129, 1000}) check_heads({"causal", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal);
 }
 void sliding_window() {
-  check_heads({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }}, ocl_window);
+  check_heads({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }}, gpu::window);
 }
 void alibi() {
   check_heads({"ALiBi + causal", 2, 45, 16, keep_causal,
                [](double s, index q, index kv, index h) { return s - attn::ref::alibi_slope(h, 8) * static_cast<double>(q - kv); }},
-              ocl_alibi);
+              gpu::alibi);
 }
 void softcap() {  // with the log-sum-exp
   check_heads({"softcap 20 + causal, with lse", 1, 45, 16, keep_causal,
                [](double s, index, index, index) { return 20.0 * std::tanh(s / 20.0); }},
-              ocl_softcap);
+              gpu::softcap);
 }
 void sigmoid() {  // softmax-free
   for (index t : {3, 45})
     check_heads({"sigmoid attention, causal", t == 45 ? 2 : 1, t, 16, keep_causal, {},
                  [](double s, index keys) { return attn::ref::sigmoid(s - std::log(static_cast<double>(keys))); }},
-                ocl_sigmoid);
+                gpu::sigmoid);
 }
 // The shared-memory variant (kv_tile 32, 8 threads): last key tiles of 1, 2, 7, 9 keys.
 void shared_memory() {
   for (index t : {1, 2, 7, 33, 41, 100})
-    check_heads({"attention (full), shared=1 stage_k=0 stage_v=0", t == 33 ? 2 : 1, t, 16}, ocl_attention_shared);
+    check_heads({"attention (full), shared=1 stage_k=0 stage_v=0", t == 33 ? 2 : 1, t, 16}, gpu::attention_shared);
   for (index t : {2, 9, 34, 64, 100})
-    check_heads({"causal, shared=1 stage_k=1 stage_v=1, with lse", t == 34 ? 2 : 1, t, 16, keep_causal}, ocl_causal_shared);
+    check_heads({"causal, shared=1 stage_k=1 stage_v=1, with lse", t == 34 ? 2 : 1, t, 16, keep_causal}, gpu::causal_shared);
 }
-void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, ocl_generic_attention); }
+void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, gpu::generic_attention); }
 
 // Multi-head self-attention with projections and W_O: x (T, 512), 8 heads of 64.
 void multi_head() {
@@ -188,7 +181,7 @@ void multi_head() {
   {
     kernel_buffer xb(x.data(), {1, T, D}), qb(wq.data(), {D, D}), kb(wk.data(), {D, D}), vb(wv.data(), {D, D}), ob(wo.data(), {D, D}),
         outb(out.data(), {1, T, D});
-    rc = run([&] { return ocl_mha(xb, qb, kb, vb, ob, outb); }, {&outb});
+    rc = run([&] { return gpu::mha(xb, qb, kb, vb, ob, outb); }, {&outb});
   }
   if (rc != 0) return check(false, "multi-head self-attention: kernel returned " + std::to_string(rc));
   auto reference = [&](auto acc) {
@@ -211,7 +204,7 @@ void generic_with_weights() {
     {
       kernel_buffer xb(x.data(), {1, T, D}), qb(wq.data(), {D, Dk}), kb(wk.data(), {D, Dk}), vb(wv.data(), {D, Dk}),
           ob(out.data(), {1, T, Dk}), wb(weights.data(), {1, T, T});
-      rc = run([&] { return ocl_weights(xb, qb, kb, vb, ob, wb); }, {&ob, &wb});
+      rc = run([&] { return gpu::weights(xb, qb, kb, vb, ob, wb); }, {&ob, &wb});
     }
     if (rc != 0) return check(false, "generic with weights: kernel returned " + std::to_string(rc));
     auto reference = [&](auto acc) {
@@ -228,24 +221,34 @@ void generic_with_weights() {
   }
 }
 
-// Asked through the ICD loader as Halide's runtime loads it (dlopen), so that building this test
-// needs no OpenCL headers.
-bool has_opencl_platform() {
+// Asked through the driver's library as Halide's runtime loads it (dlopen), so that building this
+// test needs neither OpenCL nor CUDA headers. Empty: there is one; else why not.
+std::string missing_platform() {
+  if (std::string_view(gpu::api) == "cuda") {
+    void* cuda = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (cuda == nullptr) cuda = dlopen("libcuda.so", RTLD_LAZY);
+    if (cuda == nullptr) return "no CUDA driver (libcuda.so.1) found";
+    const auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(cuda, "cuInit"));
+    const auto count = reinterpret_cast<int (*)(int*)>(dlsym(cuda, "cuDeviceGetCount"));
+    int devices = 0;
+    if (init == nullptr || count == nullptr || init(0) != 0 || count(&devices) != 0 || devices == 0) return "no CUDA device";
+    return {};
+  }
   void* cl = dlopen("libOpenCL.so.1", RTLD_LAZY);
   if (cl == nullptr) cl = dlopen("libOpenCL.so", RTLD_LAZY);
-  if (cl == nullptr) return false;
-  using get_platforms = int (*)(unsigned, void*, unsigned*);
-  const auto f = reinterpret_cast<get_platforms>(dlsym(cl, "clGetPlatformIDs"));
+  const auto f = cl != nullptr ? reinterpret_cast<int (*)(unsigned, void*, unsigned*)>(dlsym(cl, "clGetPlatformIDs")) : nullptr;
   unsigned platforms = 0;
-  return f != nullptr && f(0, nullptr, &platforms) == 0 && platforms > 0;
+  if (f == nullptr || f(0, nullptr, &platforms) != 0 || platforms == 0)
+    return "no OpenCL platform found (install pocl-opencl-icd: bash scripts/setup.sh)";
+  return {};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress as it happens (ctest, timeouts)
-  if (!has_opencl_platform()) {
-    std::printf("SKIP: no OpenCL platform found (install pocl-opencl-icd: bash scripts/setup.sh)\n");
+  if (const std::string why = missing_platform(); !why.empty()) {
+    std::printf("SKIP: %s\n", why.c_str());
     return 77;
   }
   // Halide's default handler aborts; print and return the code instead.
