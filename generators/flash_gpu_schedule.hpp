@@ -36,11 +36,14 @@ struct flash_gpu_schedule {
   // that threads is still the lane count of the row reductions). Slower on a GPU, but simple:
   // OpenCL on a CPU (PoCL) compiles it quickly, where the shared variant takes minutes per kernel.
   int shared = 0;
+  // shared=0 with V's width known when compiling: 1 unrolls the loops over V's width (the row's
+  // accumulator and each tile's P·V in registers rather than in local memory) and over a tile's keys.
+  int unroll = 0;
 
   bool operator==(const flash_gpu_schedule&) const = default;
 };
 
-// "q_tile=32 kv_tile=32 threads=8 stage_k=1 stage_v=1 shared=0"
+// "q_tile=32 kv_tile=32 threads=8 stage_k=1 stage_v=1 shared=0 unroll=0"
 std::string to_string(const flash_gpu_schedule& s);
 
 // Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument
@@ -48,7 +51,8 @@ std::string to_string(const flash_gpu_schedule& s);
 // than 1024 threads per block).
 flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule base);
 
-// The default for a V of width dv (0: not known when compiling): the per-thread variant. (For
+// The default for a V of width dv (0: not known when compiling): the per-thread variant, with 64
+// rows a block and unroll=1 where dv is known, else 32 rows a block, rolled. (For
 // shared=1, shared_bytes sizes the query tile so that a block stays within 48 KiB.)
 flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv);
 

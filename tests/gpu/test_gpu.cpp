@@ -142,6 +142,7 @@ void full() {
 }
 void causal() {
   for (index t : {5, 70, 129, 1000}) check_heads({"causal", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal);
+  for (index t : {5, 70, 1000}) check_heads({"causal, q_tile=32 unroll=0", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal_rolled);
 }
 void sliding_window() {
   check_heads({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }}, gpu::window);
