@@ -16,7 +16,7 @@ const Expr none = no_score();
 
 class builder {
  public:
-  builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector) : p_(p) {
+  builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector, int state_lanes) : p_(p) {
     f_.q_tile = q_tile;
     f_.kv_tile = kv_tile;
     f_.full.tile = kv_tile;
@@ -32,6 +32,8 @@ class builder {
     f_.dv_known = p.dv_known;
     f_.nk = p.nk;
     f_.dv_extent = p.dv_extent;
+    const bool packs = p.normalised && p.dv > 0 && state_lanes > 0 && p.dv % state_lanes == 0;
+    f_.state_lanes = packs ? state_lanes : 0;
     if (p.value_exponents.defined()) {
       f_.value_exponents = p.value_exponents;
       f_.values_finite = Func("flash_values_finite" + p.suffix);
@@ -70,8 +72,13 @@ class builder {
     f_.band = band();
 
     f_.state = Func("flash_state" + p_.suffix);
-    if (p_.normalised) f_.state(state_args()) = Tuple(none, 0.0f, 0.0f);
-    else f_.state(state_args()) = 0.0f;
+    if (p_.normalised) {
+      std::vector<Expr> start{none, 0.0f};
+      start.resize(2 + acc_elements(), 0.0f);
+      f_.state(state_args()) = Tuple(start);
+    } else {
+      f_.state(state_args()) = 0.0f;
+    }
     fold(f_.full, f_.full.r.x, 1);
     fold(f_.partial, tp, 2);
 
@@ -86,24 +93,24 @@ class builder {
     std::vector<Expr> at{f_.dv, f_.q % f_.q_tile, f_.q / f_.q_tile};
     for (const Var& v : f_.lead) at.push_back(v);
     if (f_.batched) at.push_back(f_.batch);
+    const std::vector<Expr> result = row_args(f_.dv);
     if (!p_.normalised) {  // Σ f(S)·V as it is: no normalisation (a row without a kept key gives 0)
-      f_.tiles(state_args()) = f_.state(state_args());
+      f_.tiles(result) = f_.state(result);
       f_.output(out) = f_.tiles(at);
       return f_;
     }
-    const FuncRef s = f_.state(state_args());
-    // The running max and sum are the same in every dv lane: the row's sum is read once, at dv 0.
+    // The running max and sum are the same in every column: the row's sum is read once, at column 0.
     std::vector<Expr> row0 = state_args();
     row0.front() = 0;
     const Expr row_sum = f_.state(row0)[1];
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    const Expr value = s[2] * reciprocal_or_zero(row_sum);
+    const Expr value = accumulated(f_.dv) * reciprocal_or_zero(row_sum);
     if (!p_.with_lse) {
-      f_.tiles(state_args()) = value;
+      f_.tiles(result) = value;
       f_.output(out) = f_.tiles(at);
       return f_;
     }
-    f_.tiles(state_args()) = Tuple(value, log_sum_exp(f_.state(row0)[0], row_sum));
+    f_.tiles(result) = Tuple(value, log_sum_exp(f_.state(row0)[0], row_sum));
     f_.rows = Func("flash_rows" + p_.suffix);
     f_.rows(out) = f_.tiles(at);
     f_.output(out) = f_.rows(out)[0];
@@ -128,11 +135,26 @@ class builder {
     return first;
   }
 
-  std::vector<Expr> state_args() const {
-    std::vector<Expr> a{f_.dv, f_.qi, f_.qt};
+  // (column, qi, qt, lead..., batch)
+  std::vector<Expr> row_args(const Expr& column) const {
+    std::vector<Expr> a{column, f_.qi, f_.qt};
     for (const Var& v : f_.lead) a.push_back(v);
     if (f_.batched) a.push_back(f_.batch);
     return a;
+  }
+  std::vector<Expr> state_args() const { return row_args(f_.state_column()); }
+
+  // Accumulator elements of the state: one, or V's width in lane vectors (packed).
+  int acc_elements() const { return f_.state_lanes > 0 ? p_.dv / f_.state_lanes : 1; }
+
+  // The state's accumulator at V's column d (of the row at state_args' qi, qt, ...).
+  Expr accumulated(const Expr& d) const {
+    const int lanes = f_.state_lanes;
+    if (lanes == 0) return f_.state(row_args(d))[2];
+    // Where d's vector of lanes is aligned (the output's, from column 0), d / lanes is one element.
+    std::vector<Expr> elements;
+    for (int j = 0; j < acc_elements(); ++j) elements.push_back(f_.state(row_args(d % lanes))[2 + j]);
+    return mux(d / lanes, elements);
   }
 
   kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
@@ -243,15 +265,19 @@ class builder {
       return;
     }
     const FuncRef old = f_.state(state_args());
-    const Expr m = old[0], l = old[1], acc = old[2];
+    const Expr m = old[0], l = old[1];
     const Expr tile_max = st.max(tile_args({}, t));
     // The same factor rescales the sum and the accumulator, so its rounding cancels in acc / sum:
     // the fast exp is exact enough. A NaN here needs no care: the tile's sum is NaN already.
     const Expr e = fast_exp(-min(abs(tile_max - m), 80.0f));
     const Expr tile_wins = tile_max > m;
     const Expr scale_old = select(tile_wins, e, 1.0f), scale_tile = select(tile_wins, 1.0f, e);
-    f_.state(state_args()) = Tuple(max(m, tile_max), l * scale_old + st.sum(tile_args({}, t)) * scale_tile,
-                                   acc * scale_old + st.pv(tile_args({f_.dv}, t)) * scale_tile);
+    std::vector<Expr> next{max(m, tile_max), l * scale_old + st.sum(tile_args({}, t)) * scale_tile};
+    for (int j = 0; j < acc_elements(); ++j) {
+      const Expr column = f_.state_lanes > 0 ? f_.lane + j * f_.state_lanes : Expr(f_.dv);
+      next.push_back(old[2 + j] * scale_old + st.pv(tile_args({column}, t)) * scale_tile);
+    }
+    f_.state(state_args()) = Tuple(next);
   }
 
   const flash_problem& p_;
@@ -260,8 +286,9 @@ class builder {
 
 }  // namespace
 
-flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector) {
-  return builder(p, q_tile, kv_tile, partial_tile, vector).run();
+flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
+                            int state_lanes) {
+  return builder(p, q_tile, kv_tile, partial_tile, vector, state_lanes).run();
 }
 
 }  // namespace attn::gen

@@ -78,7 +78,14 @@ struct flash_funcs {
   // Tuple of both), read by `output` (or `rows`). The CPU schedule inlines it; GPU schedules
   // compute it, so that a block is one query tile of the state.
   Halide::Func tiles;
-  Halide::Func state;   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch); softmax-free: acc alone
+  // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch); softmax-free: acc alone. Packed
+  // (state_lanes > 0): Tuple(max, sum, acc_0, ..., acc_k) over (lane, qi, qt, lead..., batch), V's
+  // column lane + state_lanes·j in acc_j. The running max and sum are one row's, alike in every
+  // column: packed, the fold rescales them (an exp, selects) once per row and lane vector, not once
+  // per vector of V's row (at Dv = 128 the fold was 8% of causal attention's time).
+  Halide::Func state;
+  int state_lanes = 0;
+  Halide::Var state_column() const { return state_lanes > 0 ? lane : dv; }
   flash_step full, partial;
   // Vars, innermost first: output (dv, q, lead..., batch); state (dv, qi, qt, lead..., batch);
   // per-tile Funcs (kvi or lane or dv, qi, t, qt, lead..., batch).
@@ -97,7 +104,10 @@ struct flash_funcs {
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
 };
 
-// partial_tile divides kv_tile (0: kv_tile); both are multiples of vector.
-flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector);
+// partial_tile divides kv_tile (0: kv_tile); both are multiples of vector. state_lanes > 0 packs the
+// state (flash_funcs::state) where V's width is static and a multiple of it and there is a softmax;
+// otherwise, or with 0, the state is over dv.
+flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
+                            int state_lanes = 0);
 
 }  // namespace attn::gen

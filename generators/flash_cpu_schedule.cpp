@@ -71,17 +71,18 @@ void schedule_value_check(flash_funcs& f, int vector) {
 void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   const int v = s.vector;
   Stage u = f.state.update(step.update - 1);
-  u.vectorize(f.dv, v, TailStrategy::GuardWithIf);
+  const Var column = f.state_column();
+  u.vectorize(column, v, TailStrategy::GuardWithIf);
   const LoopLevel tile(f.state, step.r.x);
   LoopLevel at = tile;
   const bool row_blocks = s.row_block > 0 && s.row_block < f.q_tile;
   if (row_blocks) {
     const std::string kind = step.score.name();  // loop names unique per step
     Var rows("rows_" + kind), row("row_" + kind);
-    u.split(f.qi, rows, row, s.row_block, TailStrategy::GuardWithIf).reorder(f.dv, row, rows, step.r.x);
+    u.split(f.qi, rows, row, s.row_block, TailStrategy::GuardWithIf).reorder(column, row, rows, step.r.x);
     at = LoopLevel(f.state, rows);
   } else {
-    u.reorder(f.dv, f.qi, step.r.x);
+    u.reorder(column, f.qi, step.r.x);
   }
 
   for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s, row_blocks ? s.row_block : f.q_tile);
@@ -149,7 +150,8 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   out.parallel(task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
 
-  f.state.compute_at(out, task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf).bound_storage(f.qt, 1);
+  f.state.compute_at(out, task).vectorize(f.state_column(), s.vector, TailStrategy::GuardWithIf).bound_storage(f.qt, 1);
+  if (f.state_lanes > 0) f.state.bound(f.lane, 0, f.state_lanes);
   // A Dv bound when compiling bounds the state, not the output (a wrong-sized V is then reported as
   // V's error, not the output's); unbounded, P·V's register tiles have dynamic extents (1.6× slower).
   if (f.dv_size == 0 && f.dv_known > 0) f.state.bound(f.dv, 0, f.dv_known);

@@ -19,7 +19,7 @@ constexpr field fields[] = {
     {"q_unroll", &flash_schedule::q_unroll, 1, 32},     {"kv_vectors", &flash_schedule::kv_vectors, 1, 16},
     {"vector", &flash_schedule::vector, 1, 64},         {"stage_kv", &flash_schedule::stage_kv, 0, 1},
     {"pv_keys", &flash_schedule::pv_keys, 0, 65536},    {"row_block", &flash_schedule::row_block, 0, 4096},
-    {"pv_rows", &flash_schedule::pv_rows, 0, 32},
+    {"pv_rows", &flash_schedule::pv_rows, 0, 32},      {"pack_state", &flash_schedule::pack_state, 0, 1},
 };
 
 // The largest multiple of vector that divides kv_tile and is at most partial_tile (0 stays 0).

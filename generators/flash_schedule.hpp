@@ -21,6 +21,9 @@ struct flash_schedule {
   int stage_kv = 0;     // 1: copy each key tile of Kᵀ (a product's right operand) into a padded
                         // per-task buffer, walked key block by key block (no cache-set conflicts
                         // at power-of-two lengths); the copy costs about what it saves at Dh = 64
+  int pack_state = 1;   // 1: the online softmax's state holds V's row as vectors of their own, so the
+                        // running max and sum are rescaled once per row (flash_funcs::state); needs
+                        // V's width static and a multiple of vector
 
   bool operator==(const flash_schedule&) const = default;
 };

@@ -418,7 +418,7 @@ class lowering {
     const flash_schedule& t = options_.tiles;
     const std::optional<flash_gpu_schedule>& gpu = options_.gpu;
     out_.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads)
-                             : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector));
+                             : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0));
     if (options_.with_lse) {
       out_.lse = out_.flash.back().lse;
       out_.lse_batched = p.batched;

@@ -51,9 +51,10 @@ const std::vector<std::pair<index, index>> sizes = {{1, 1}, {7, 7}, {33, 33}, {2
                                                     {7, 257}, {257, 33}, {1000, 1}};
 // The default (chosen per shape), and small odd tiles: many tiles, q_tile not a multiple of q_unroll,
 // partial key tiles of a third of a key tile, P·V in key blocks that do not divide the tile, row
-// blocks and P·V row tiles with tails; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1).
+// blocks and P·V row tiles with tails; then Kᵀ staged per tile, rows in blocks of 2 (a tail of 1),
+// and the online softmax's state over V's columns rather than packed in vectors.
 const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 partial_tile=16 q_unroll=3 kv_vectors=1 pv_keys=20 pv_rows=2 row_block=3",
-                                            "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2"};
+                                            "q_tile=5 kv_tile=32 q_unroll=2 kv_vectors=2 stage_kv=1 row_block=2 pack_state=0"};
 
 // keep(q, kv, head, len): len is the batch item's key length (N_K without key padding).
 using keep_fn = std::function<bool(index q, index kv, index head, index len)>;
@@ -204,6 +205,11 @@ BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
   BOOST_TEST((s.pv_rows > 0 ? s.pv_rows : s.q_unroll) * attn::gen::pv_tile_vectors(s, 128) <= attn::gen::register_budget(s.vector));
   BOOST_TEST(s.pv_keys == (s.vector < 16 ? 32 : 0));
   expect_causal_matches_reference(kern, 128);
+  // The state packed in 128 / vector accumulators of a vector each, and over V's columns.
+  BOOST_TEST(s.pack_state == 1);
+  const auto unpacked = attn::jit(combine(softmax(causal(scaled_scores(input<"q">(N, D), input<"k">(N, D)))), input<"v">(N, D)),
+                                  {.schedule = "pack_state=0"});
+  expect_causal_matches_reference(unpacked, 128);
 }
 
 namespace {

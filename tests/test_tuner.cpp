@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
   o.sizes = {{"T", 100}};
   auto rec = attn::tune::make_record(r, o);
   BOOST_TEST(rec.median_ms <= rec.default_ms);
-  rec.schedule = "q_tile=12 kv_tile=32 partial_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0 row_block=0 pv_rows=0";  // recognisable
+  rec.schedule = "q_tile=12 kv_tile=32 partial_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0 row_block=0 pv_rows=0 pack_state=1";  // recognisable
   attn::write_tuning_records(file, {rec});
   const db_env env(file);
 
