@@ -87,7 +87,7 @@ struct flash_funcs {
   int state_lanes = 0;
   Halide::Var state_column() const { return state_lanes > 0 ? lane : dv; }
   flash_step full, partial;
-  // Vars, innermost first: output (dv, q, lead..., batch); state (dv, qi, qt, lead..., batch);
+  // Vars, innermost first: output (dv, q, lead..., batch); state (state_column(), qi, qt, lead..., batch);
   // per-tile Funcs (kvi or lane or dv, qi, t, qt, lead..., batch).
   Halide::Var dv, q, qi, qt, kvi, lane, t;
   std::vector<Halide::Var> lead;  // innermost first
