@@ -5,27 +5,14 @@
 
 namespace attn::gen {
 
-// tanh through exp, with float accuracy everywhere: a Taylor polynomial near 0 (where
-// 1 - 2/(e^{2x} + 1) would cancel), the exp form elsewhere, ±1 far out.
-inline Halide::Expr vector_tanh(const Halide::Expr& x) {
-  using namespace Halide;
-  const Expr a = abs(x);
-  const Expr x2 = x * x;
-  // x - x³/3 + 2x⁵/15 - 17x⁷/315 + 62x⁹/2835: error below 1e-9 for |x| < 0.25.
-  const Expr near = x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 + x2 * (62.0f / 2835)))));
-  const Expr e = exp(-2.0f * min(a, 20.0f));  // tanh(20) is 1 in float
-  const Expr far = (1.0f - e) / (1.0f + e);
-  return select(a < 0.25f, near, select(x < 0, -far, far));
-}
-
-// e^x for finite x <= 0 (what the softmax needs: a score minus its row's maximum, clamped by the
-// caller), NaN for NaN:
-// n = round(x / ln 2), r = x - n·ln 2 (two-part ln 2, so r is exact to float), e^r by its Taylor
-// polynomial to r⁷ (|r| <= ln 2 / 2: relative error below 1e-8), 2^n built in the exponent bits.
-// Below x ≈ -87.7 (n = -127) the result is exactly 0, never a denormal: tiny weights would make
-// P·V's products denormal, which x86 computes a hundred times slower (ALiBi far from the diagonal).
-// About 16 vector instructions; Halide's exp takes about 22 (it also covers x > 0 and underflow).
-inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
+// x = n·ln 2 + r for x <= 0: n = round(x / ln 2), r = x - n·ln 2 (two-part ln 2, so r is exact to
+// float, |r| <= ln 2 / 2), 2^n built in the exponent bits. Below x ≈ -87.7 (n = -127) 2^n is exactly
+// 0, never a denormal: tiny weights would make P·V's products denormal, which x86 computes a
+// hundred times slower (ALiBi far from the diagonal).
+struct reduced_exponent {
+  Halide::Expr r, two_to_n;
+};
+inline reduced_exponent reduce_nonpositive(const Halide::Expr& x) {
   using namespace Halide;
   // Adding 1.5·2^23 rounds t to an integer (to nearest) in the low bits of the sum: n as a float
   // and as an integer in 2 instructions, no round or convert. Strict, so no rewrite folds it away.
@@ -33,12 +20,48 @@ inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
   const Expr shifted = strict_float(max(x, -88.0f) * 1.44269504f + magic);
   const Expr n = strict_float(shifted - magic);
   const Expr r = (x - n * 0.693145751953125f) - n * 1.42860677e-6f;
-  Expr p = 1.0f / 5040;
-  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = p * r + c;
   // n in [-127, 0] (x is clamped above), so n + 127 fits the exponent field; -127 gives 0. Unsigned
-  // arithmetic: for a NaN x the bits are garbage but defined, and p is NaN anyway.
+  // arithmetic: for a NaN x the bits are garbage but defined, and r is NaN anyway.
   const Expr n_plus_bias = reinterpret<uint32_t>(shifted) - Expr(0x4B400000u - 127u);  // 0x4B400000: magic's bits
-  return p * reinterpret<float>(n_plus_bias << 23);
+  return {r, reinterpret<float>(n_plus_bias << 23)};
+}
+
+// e^r - 1 for |r| <= ln 2 / 2 by its Taylor polynomial to r⁷ (relative error below 1e-8).
+inline Halide::Expr taylor_expm1(const Halide::Expr& r) {
+  Halide::Expr p = 1.0f / 5040;
+  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f}) p = p * r + c;
+  return p * r;
+}
+
+// e^x for finite x <= 0 (what the softmax needs: a score minus its row's maximum, clamped by the
+// caller), NaN for NaN; exactly 0 below x ≈ -87.7. About 16 vector instructions; Halide's exp
+// takes about 22 (it also covers x > 0 and underflow).
+inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
+  const reduced_exponent e = reduce_nonpositive(x);
+  return (taylor_expm1(e.r) + 1.0f) * e.two_to_n;
+}
+
+// e^x - 1 for finite x <= 0, NaN for NaN, accurate near 0 (where e^x - 1 would cancel):
+// (e^r - 1)·2^n + (2^n - 1), both terms exact or of one sign; -1 below x ≈ -87.7.
+inline Halide::Expr expm1_nonpositive(const Halide::Expr& x) {
+  const reduced_exponent e = reduce_nonpositive(x);
+  return taylor_expm1(e.r) * e.two_to_n + (e.two_to_n - 1.0f);
+}
+
+// tanh(x) = -m / (2 + m) with m = e^{-2|x|} - 1, signed as x: float accuracy everywhere (no
+// cancellation near 0), one exp and one division; ±1 from |x| = 20 on (tanh(20) is 1 in float).
+// Strict (fast-math reassociation would cancel m's two terms near 0), x itself computed as its
+// context says (bound outside the strict part).
+inline Halide::Expr vector_tanh(const Halide::Expr& x) {
+  using namespace Halide;
+  using namespace Halide::Internal;
+  const std::string name = unique_name("tanh_x");
+  const Expr v = Variable::make(x.type(), name);
+  const Expr a = abs(v);
+  // A NaN passes the clamp (a select, not min) and gives NaN.
+  const Expr m = expm1_nonpositive(-2.0f * select(a > 20.0f, 20.0f, a));
+  const Expr t = -m / (2.0f + m);
+  return Let::make(name, x, strict_float(select(v < 0, -t, t)));
 }
 
 // 1 / (1 + e^-x) without overflow: e = e^-|x| <= 1, then 1 / (1 + e) for x >= 0 and e / (1 + e)

@@ -211,10 +211,10 @@ class builder {
       define_pv(st, kind, st.score, partial);
       return;
     }
-    Expr keep = is_kept_score(sc.score);
-    if (partial) keep = exact_predicate(sc.keep) && own_key && keep;
-
-    st.score(tile_args({f_.kvi}, f_.t)) = select(keep, sc.score, none);
+    st.score(tile_args({f_.kvi}, f_.t)) = with_strict_score(sc.score, [&](const Expr& score) {
+      const Expr keep = is_kept_score(score);
+      return select(partial ? exact_predicate(sc.keep) && own_key && keep : keep, score, none);
+    });
 
     st.in_lane = RDom(0, st.tile / v, kind + "_in_lane");
     st.lanes = RDom(0, v, kind + "_lanes");

@@ -22,6 +22,17 @@ inline Halide::Expr no_score() { return Halide::Expr(std::numeric_limits<float>:
 // Is this score kept (not -inf)? NaN and +inf count as kept, so they reach the row.
 inline Halide::Expr is_kept_score(const Halide::Expr& s) { return Halide::strict_float(s != minus_infinity()); }
 
+// use(s) for the score computed once, strictly: a -inf from a modifier (score + minus_infinity)
+// must reach is_kept_score, and under fast math (no infinities) the compiler may assume it never
+// occurs. Strict inside a comparison only, the score would be computed twice: strictly for the
+// comparison, fast for its value (a softcap's tanh twice, 1.2x slower).
+template <class Use>
+Halide::Expr with_strict_score(const Halide::Expr& score, const Use& use) {
+  using namespace Halide::Internal;
+  const std::string name = unique_name("score");
+  return Let::make(name, Halide::strict_float(score), use(Variable::make(score.type(), name)));
+}
+
 // Weight w times value x, where a weight of exactly 0 (a masked key) never touches x, so a NaN or
 // inf there has no influence; a NaN weight still gives NaN.
 inline Halide::Expr weighted(const Halide::Expr& w, const Halide::Expr& x) {
@@ -46,6 +57,11 @@ inline Halide::Expr exponent_field(const Halide::Expr& x) {
 // A mask's predicate, evaluated without fast-math rewrites: index arithmetic in floats (q_idx / 6,
 // a reciprocal fused into a subtraction) must keep the same keys in every lowering and schedule.
 inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return Halide::strict_float(keep); }
+
+// The score where kept, no_score() where not (a row's running maximum ignores masked keys).
+inline Halide::Expr kept_or_no_score(const Halide::Expr& score) {
+  return with_strict_score(score, [](const Halide::Expr& s) { return Halide::select(is_kept_score(s), s, no_score()); });
+}
 
 // Is s the "no kept key" marker? Strict, so a NaN score is never taken for it.
 inline Halide::Expr is_no_score(const Halide::Expr& s) { return Halide::strict_float(s == no_score()); }

@@ -417,13 +417,15 @@ BOOST_AUTO_TEST_CASE(partial_tiles_check_values_once_per_call) {
   BOOST_TEST(nest.find("value_exponents") != std::string::npos, nest);
 }
 
-BOOST_AUTO_TEST_CASE(a_nan_token_reaches_only_the_rows_that_see_it) {
+template <class E>
+void check_nan_token_reaches_only_the_rows_that_see_it(const E& e, const std::string& name) {
   // Causal: token 20's NaN may reach rows 20.. (they attend to it), never rows 0..19.
   const qkv clean(45);
   qkv dirty = clean;
   for (tensor<float>* t : {&dirty.q, &dirty.k, &dirty.v}) qkv::poison(*t, 20, std::numeric_limits<float>::quiet_NaN());
-  const auto want = every_path(attention(causal(s)), clean.q, clean.k, clean.v);
-  const auto got = every_path(attention(causal(s)), dirty.q, dirty.k, dirty.v);
+  auto want = every_path(e, clean.q, clean.k, clean.v);
+  auto got = every_path(e, dirty.q, dirty.k, dirty.v);
+  for (auto& [path, out] : got) path = name + ", " + path;
   for (std::size_t p = 0; p < got.size(); ++p)
     for (ref::index h = 0; h < heads; ++h)
       for (ref::index i = 0; i < 45; ++i) {
@@ -433,6 +435,13 @@ BOOST_AUTO_TEST_CASE(a_nan_token_reaches_only_the_rows_that_see_it) {
         else
           BOOST_TEST(row_is(got[p].second, h, i, [](float x) { return std::isnan(x); }), got[p].first << " row " << i);
       }
+}
+
+BOOST_AUTO_TEST_CASE(a_nan_token_reaches_only_the_rows_that_see_it) {
+  check_nan_token_reaches_only_the_rows_that_see_it(attention(causal(s)), "causal");
+  // A modifier's arithmetic (tanh: clamps, exp, a division) must carry the NaN, not clamp it away.
+  check_nan_token_reaches_only_the_rows_that_see_it(attention(causal(softcap(s, 20.0f))), "softcap");
+  check_nan_token_reaches_only_the_rows_that_see_it(attention(causal(alibi(s, H))), "alibi");
 }
 
 BOOST_AUTO_TEST_CASE(overflowing_scores_give_nan_not_a_plausible_number) {

@@ -239,6 +239,41 @@ BOOST_AUTO_TEST_CASE(softmax_exp_is_float_accurate) {
   for (std::size_t j = 0; j < far.size(); ++j) BOOST_TEST(got(n + 1 + static_cast<int>(j)) == 0.0f, "exp(" << far[j] << ")");
 }
 
+// A score modifier's tanh (softcap; fast_math.hpp), vectorised, against std::tanh: within a few
+// float ulps from tiny |x| (no cancellation near 0) to ±1, both as the fused kernel's scores
+// compute it (strict) and fast; NaN stays NaN, ±inf gives ±1.
+BOOST_AUTO_TEST_CASE(tanh_is_float_accurate) {
+  std::vector<float> xs;
+  for (int i = -200000; i <= 200000; ++i) xs.push_back(static_cast<float>(i) * 1.25e-4f);  // [-25, 25]
+  for (float t = 1e-30f; t < 1.0f; t *= 1.01f) xs.insert(xs.end(), {t, -t});
+  const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::infinity(), 0.0f, -0.0f};
+  const int n = static_cast<int>(xs.size());
+  xs.insert(xs.end(), special.begin(), special.end());
+  Halide::Buffer<float> x(static_cast<int>(xs.size()));
+  std::copy(xs.begin(), xs.end(), x.begin());
+  for (const bool strict : {true, false}) {
+    Halide::Var i("i");
+    Halide::Func t("t");
+    const Halide::Expr y = attn::gen::vector_tanh(x(i));
+    t(i) = strict ? Halide::strict_float(y) : y;
+    t.vectorize(i, 16, Halide::TailStrategy::GuardWithIf);
+    const Halide::Buffer<float> got = t.realize({x.width()});
+    double worst = 0;
+    for (int j = 0; j < n; ++j) {
+      const double want = std::tanh(static_cast<double>(x(j)));
+      if (want != 0) worst = std::max(worst, std::abs(got(j) - want) / std::abs(want));
+    }
+    BOOST_TEST_MESSAGE((strict ? "strict" : "fast") << ": worst relative error " << worst);
+    BOOST_TEST(worst < 4 * 5.96e-8, (strict ? "strict" : "fast") << ": worst relative error " << worst);
+    BOOST_TEST(std::isnan(got(n)));
+    BOOST_TEST(got(n + 1) == 1.0f);
+    BOOST_TEST(got(n + 2) == -1.0f);
+    BOOST_TEST(got(n + 3) == 0.0f);
+    BOOST_TEST(got(n + 4) == 0.0f);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(prefix_lm_and_key_padding) {
   expect_tiles("prefix-LM", attention(mask(s, kv_idx < 100 || kv_idx <= q_idx)), 1000, 1, 32, 64,
                [](idx_t, idx_t i, idx_t j) { return j < 100 || j <= i; });
