@@ -70,6 +70,7 @@ class builder {
     const Expr enclosing_full = tile_ranges(tp / (f_.kv_tile / pt), f_.kv_tile).all;
     f_.partial.r.where(partial.lo <= tp && tp < partial.hi && partial.some && !enclosing_full);
     f_.band = band();
+    f_.diagonal = diagonal();
 
     f_.state = Func("flash_state" + p_.suffix);
     if (p_.normalised) {
@@ -157,21 +158,18 @@ class builder {
     return mux(d / lanes, elements);
   }
 
-  kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
-    const Var q("mask_q"), kv("mask_kv");
+  // The mask's predicate at query q and key kv (the query's lead dims as the tile's).
+  Expr keep_at(const Var& q, const Var& kv) const {
     std::vector<stage> unused;
-    std::vector<Expr> lead = lead_row_major();
-    const Expr keep = p_.score(lead, q, kv, unused).keep;
+    return p_.score(lead_row_major(), q, kv, unused).keep;
+  }
+  kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
     const Expr first = f_.qt * f_.q_tile;
     const Expr last = min(first + f_.q_tile, p_.nq) - 1;
-    return kv_tiles_kept(keep, q, kv, first, last, p_.nk, tile, t);
+    return kv_tiles_kept(keep_at(mask_q, mask_kv), mask_q, mask_kv, first, last, p_.nk, tile, t);
   }
-
-  std::int64_t band() const {
-    const Var q("mask_q"), kv("mask_kv");
-    std::vector<stage> unused;
-    return kept_band(p_.score(lead_row_major(), q, kv, unused).keep, q, kv);
-  }
+  bool diagonal() const { return kept_edge_follows_query(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
+  std::int64_t band() const { return kept_band(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
 
   // A tile's first key: t·tile. A partial tile that would pass the last key is moved back to end
   // at it (its keys before t·tile are masked, own_key): the per-tile Funcs then have a static
@@ -282,6 +280,7 @@ class builder {
 
   const flash_problem& p_;
   flash_funcs f_;
+  const Var mask_q{"mask_q"}, mask_kv{"mask_kv"};  // the query and key a mask's predicate is analysed at
 };
 
 }  // namespace

@@ -102,6 +102,7 @@ struct flash_funcs {
   // tiles' P·V is the plain product where it holds (a specialisation in the schedule).
   Halide::Func value_exponents, values_finite;
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
+  bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)
 };
 
 // partial_tile divides kv_tile (0: kv_tile); both are multiples of vector. state_lanes > 0 packs the

@@ -50,4 +50,13 @@ int pv_tile_vectors(const flash_schedule& s, std::int64_t dv);
 // key tiles about a quarter of the band, so most visited tiles are full and few keys are wasted.
 flash_schedule banded(flash_schedule s, std::int64_t band);
 
+// The default for a mask whose kept keys end (or start) at an edge that moves with the query
+// (causal, a sliding window): query tiles of 4 register tiles of rows, so fewer of a tile's
+// computed pairs lie past the edge.
+flash_schedule along_diagonal(flash_schedule s);
+
+// The default tiles fitted to an attention's mask: along_diagonal() if its kept keys have such an
+// edge (`diagonal`), banded() if they form a band.
+flash_schedule fitted_to_mask(flash_schedule s, std::int64_t band, bool diagonal);
+
 }  // namespace attn::gen

@@ -44,7 +44,7 @@ using bound_dims = std::map<std::string, std::int64_t, std::less<>>;
 struct lowering_options {
   bool fused = false;
   flash_schedule tiles{};
-  bool default_tiles = false;  // tiles are the default: lower_and_schedule may fit them to the masks (banded())
+  bool default_tiles = false;  // tiles are the default: lower_and_schedule may fit them to the masks (fitted_to_mask())
   bool with_lse = false;       // define lowered::lse (the graph has exactly one softmax: the caller checks)
   std::optional<flash_gpu_schedule> gpu;  // a GPU target's fused schedule: its tiles replace `tiles`
 };

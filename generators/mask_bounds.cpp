@@ -110,4 +110,12 @@ std::int64_t kept_band(const Expr& keep, const Var& q, const Var& kv) {
   return w && *w > 0 ? *w : 0;
 }
 
+bool kept_edge_follows_query(const Expr& keep, const Var& q, const Var& kv) {
+  reads_as_symbols symbolic(q.name(), kv.name());
+  const Interval keys = Internal::solve_for_outer_interval(integer_comparisons().mutate(symbolic.mutate(keep)), kv.name());
+  if (keys.is_empty()) return false;
+  const auto follows = [&](const Expr& bound) { return Internal::expr_uses_var(bound, q.name()); };
+  return (keys.has_lower_bound() && follows(keys.min)) || (keys.has_upper_bound() && follows(keys.max));
+}
+
 }  // namespace attn::gen

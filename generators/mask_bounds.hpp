@@ -28,4 +28,9 @@ kv_tile_ranges kv_tiles_kept(const Halide::Expr& keep, const Halide::Var& q, con
 // the sequence (causal, key padding) or the solver cannot tell.
 std::int64_t kept_band(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv);
 
+// Does an edge of the kept keys move with the query (causal, a sliding window, prefix-LM: kv <= q)?
+// Then every query tile has partial key tiles along that edge, however long the sequence; a
+// mask whose kept keys do not depend on q (key padding) or no mask has none.
+bool kept_edge_follows_query(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv);
+
 }  // namespace attn::gen

@@ -13,14 +13,16 @@ lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering
   lowered l = lower(g, bound, options);
   lowering_options used = options;
   std::int64_t band = 0;
-  for (const flash_funcs& f : l.flash) band = std::max(band, f.band);
-  if (options.default_tiles && band > 0) {
-    const bool refit = options.gpu ? banded(*options.gpu, band) != *options.gpu : banded(options.tiles, band) != options.tiles;
-    if (refit) {
-      if (options.gpu) used.gpu = banded(*options.gpu, band);
-      else used.tiles = banded(options.tiles, band);
-      l = lower(g, bound, used);
-    }
+  bool diagonal = false;
+  for (const flash_funcs& f : l.flash) {
+    band = std::max(band, f.band);
+    diagonal = diagonal || f.diagonal;
+  }
+  if (options.default_tiles) {
+    // The GPU schedules are fitted to bands only (query tiles along a diagonal not measured there).
+    if (options.gpu) used.gpu = banded(*options.gpu, band);
+    else used.tiles = fitted_to_mask(options.tiles, band, diagonal);
+    if (used.gpu != options.gpu || used.tiles != options.tiles) l = lower(g, bound, used);
   }
   l.tiles = used.tiles;
   l.gpu = used.gpu;

@@ -10,11 +10,12 @@ namespace attn::gen {
 
 // The lowering alone, no schedule (every Func inline): for Halide's autoschedulers (autoschedule.hpp).
 // With options.default_tiles, the tiles (which shape the fused algorithm's key loop) are fitted to
-// banded masks as below; lowered::tiles says which.
+// the masks as below; lowered::tiles says which.
 lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering_options& options);
 
-// With options.default_tiles, an attention whose mask keeps a band of keys per query gets
-// banded() tiles; lowered::tiles says which tiles were used.
+// With options.default_tiles, an attention's tiles are fitted to its mask (fitted_to_mask: a
+// band of keys per query, an edge of kept keys that moves with the query); lowered::tiles says
+// which tiles were used.
 lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lowering_options& options,
                            const Halide::Target& target);
 

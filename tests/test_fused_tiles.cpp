@@ -198,6 +198,15 @@ BOOST_AUTO_TEST_CASE(banded_masks_get_smaller_default_tiles) {
   BOOST_TEST(kept_band(f(qi - kvi) < 255.5f && kvi <= qi, qi, kvi) == 0);  // a bound that is no integer: not read
   BOOST_TEST(kept_band(Halide::Internal::const_true(), qi, kvi) == 0);
 
+  // An edge of the kept keys that moves with the query: causal, a window, prefix-LM; not key padding.
+  using attn::gen::kept_edge_follows_query;
+  const Halide::Var len("len");
+  BOOST_TEST(kept_edge_follows_query(kvi <= qi, qi, kvi));
+  BOOST_TEST(kept_edge_follows_query(f(kvi) <= f(qi) + 3.0f && f(kvi) >= f(qi) - 3.0f, qi, kvi));
+  BOOST_TEST(kept_edge_follows_query(kvi <= qi || kvi < 16, qi, kvi));
+  BOOST_TEST(!kept_edge_follows_query(kvi < len, qi, kvi));
+  BOOST_TEST(!kept_edge_follows_query(Halide::Internal::const_true(), qi, kvi));
+
   const Halide::Target target = Halide::get_host_target();
   attn::gen::lowering_options o;
   o.fused = true;
@@ -209,6 +218,8 @@ BOOST_AUTO_TEST_CASE(banded_masks_get_smaller_default_tiles) {
   BOOST_TEST(window.flash.at(0).kv_tile == 64);
   const attn::gen::lowered causal_tiles = attn::gen::lower_and_schedule(to_ir(attention(causal(s))), {}, o, target);
   BOOST_TEST(causal_tiles.tiles.kv_tile == o.tiles.kv_tile);
+  BOOST_TEST(causal_tiles.tiles.q_tile == 24);  // along_diagonal
+  BOOST_TEST(attn::gen::lower_and_schedule(to_ir(attention(s)), {}, o, target).tiles.q_tile == o.tiles.q_tile);
   o.default_tiles = false;
   const attn::gen::lowered given = attn::gen::lower_and_schedule(to_ir(attention(sliding_window(s, 256))), {}, o, target);
   BOOST_TEST(given.tiles.kv_tile == o.tiles.kv_tile);
