@@ -494,9 +494,7 @@ class lowering {
     const Expr x_k = value(n.args[0], at_k, {}), x = value(n.args[0], idx, {});
     m(row_args) = no_score();
     m(row_args) = Halide::max(m(row_args), kept_or_no_score(x_k));
-    e(lhs(idx)) = with_strict_score(x, [&](const Expr& score) {
-      return Halide::select(is_kept_score(score), exp_below_max(score, m(row_args)), 0.0f);
-    });
+    e(lhs(idx)) = kept_exp(x, m(row_args));
     s(row_args) = 0.0f;
     s(row_args) += e(lhs(at_k));
     f(lhs(idx)) = normalise(e(lhs(idx)), s(row_args));
@@ -514,9 +512,7 @@ class lowering {
     m(row_args) = no_score();
     m(row_args) = Halide::max(m(row_args), kept_or_no_score(x_k));
     s(row_args) = 0.0f;
-    s(row_args) += with_strict_score(x_k, [&](const Expr& score) {
-      return Halide::select(is_kept_score(score), exp_below_max(score, m(row_args)), 0.0f);
-    });
+    s(row_args) += kept_exp(x_k, m(row_args));
     lse(row_args) = log_sum_exp(m(row_args), s(row_args));
     std::vector<Var> vars;
     for (auto it = row.rbegin(); it != row.rend(); ++it) vars.push_back(Var(it->as<Internal::Variable>()->name));

@@ -79,6 +79,13 @@ inline Halide::Expr exp_below_max(const Halide::Expr& s, const Halide::Expr& max
   return exp_nonpositive(x) + Halide::strict_float(x - x);
 }
 
+// e^(score - max) for a kept score, 0 for a masked one (-inf): a softmax's numerator.
+inline Halide::Expr kept_exp(const Halide::Expr& score, const Halide::Expr& max) {
+  return with_strict_score(score, [&](const Halide::Expr& s) {
+    return Halide::select(is_kept_score(s), exp_below_max(s, max), 0.0f);
+  });
+}
+
 // numerator / sum, 0 when the sum is 0 (no kept key), NaN when the sum is NaN.
 inline Halide::Expr normalise(const Halide::Expr& numerator, const Halide::Expr& sum) {
   return Halide::strict_float(Halide::select(sum == 0.0f, 0.0f, numerator / sum));
