@@ -5,6 +5,15 @@
 
 namespace attn::gen {
 
+// use(v) with v a variable bound to `value` (a Let): `value` is computed once, and strict_float
+// inside use() covers use's own arithmetic, not value's.
+template <class Use>
+Halide::Expr let_bound(const Halide::Expr& value, const Use& use) {
+  using namespace Halide::Internal;
+  const std::string name = unique_name('t');
+  return Let::make(name, value, use(Variable::make(value.type(), name)));
+}
+
 // x = n·ln 2 + r for x <= 0: n = round(x / ln 2), r = x - n·ln 2 (two-part ln 2, so r is exact to
 // float, |r| <= ln 2 / 2), 2^n built in the exponent bits. Below x ≈ -87.7 (n = -127) 2^n is exactly
 // 0, never a denormal: tiny weights would make P·V's products denormal, which x86 computes a
@@ -54,14 +63,13 @@ inline Halide::Expr expm1_nonpositive(const Halide::Expr& x) {
 // context says (bound outside the strict part).
 inline Halide::Expr vector_tanh(const Halide::Expr& x) {
   using namespace Halide;
-  using namespace Halide::Internal;
-  const std::string name = unique_name("tanh_x");
-  const Expr v = Variable::make(x.type(), name);
-  const Expr a = abs(v);
-  // A NaN passes the clamp (a select, not min) and gives NaN.
-  const Expr m = expm1_nonpositive(-2.0f * select(a > 20.0f, 20.0f, a));
-  const Expr t = -m / (2.0f + m);
-  return Let::make(name, x, strict_float(select(v < 0, -t, t)));
+  return let_bound(x, [](const Expr& v) {
+    const Expr a = abs(v);
+    // A NaN passes the clamp (a select, not min) and gives NaN.
+    const Expr m = expm1_nonpositive(-2.0f * select(a > 20.0f, 20.0f, a));
+    const Expr t = -m / (2.0f + m);
+    return strict_float(select(v < 0, -t, t));
+  });
 }
 
 // 1 / (1 + e^-x) without overflow: e = e^-|x| <= 1, then 1 / (1 + e) for x >= 0 and e / (1 + e)

@@ -101,9 +101,18 @@ kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, cons
   return r;
 }
 
-std::int64_t kept_band(const Expr& keep, const Var& q, const Var& kv) {
+namespace {
+
+// The keys kv a query q keeps at most, as an interval in q (and the mask's other symbols).
+Interval kept_keys(const Expr& keep, const Var& q, const Var& kv) {
   reads_as_symbols symbolic(q.name(), kv.name());
-  const Interval keys = Internal::solve_for_outer_interval(integer_comparisons().mutate(symbolic.mutate(keep)), kv.name());
+  return Internal::solve_for_outer_interval(integer_comparisons().mutate(symbolic.mutate(keep)), kv.name());
+}
+
+}  // namespace
+
+std::int64_t kept_band(const Expr& keep, const Var& q, const Var& kv) {
+  const Interval keys = kept_keys(keep, q, kv);
   if (!keys.is_bounded() || keys.is_empty()) return 0;
   const Expr width = Internal::simplify(keys.max - keys.min + 1);
   const std::optional<std::int64_t> w = Internal::as_const_int(width);
@@ -111,8 +120,7 @@ std::int64_t kept_band(const Expr& keep, const Var& q, const Var& kv) {
 }
 
 bool kept_edge_follows_query(const Expr& keep, const Var& q, const Var& kv) {
-  reads_as_symbols symbolic(q.name(), kv.name());
-  const Interval keys = Internal::solve_for_outer_interval(integer_comparisons().mutate(symbolic.mutate(keep)), kv.name());
+  const Interval keys = kept_keys(keep, q, kv);
   if (keys.is_empty()) return false;
   const auto follows = [&](const Expr& bound) { return Internal::expr_uses_var(bound, q.name()); };
   return (keys.has_lower_bound() && follows(keys.min)) || (keys.has_upper_bound() && follows(keys.max));
