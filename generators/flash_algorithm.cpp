@@ -32,14 +32,14 @@ class builder {
     f_.dv_known = p.dv_known;
     f_.nk = p.nk;
     f_.dv_extent = p.dv_extent;
+    f_.few_queries = p.few_queries;
+    f_.q_rows = q_tile;
+    if (p.few_queries.defined() && p.few_rows > 0 && p.few_rows < q_tile) {
+      f_.fewer_queries = simplify(p.nq <= p.few_rows);
+      f_.q_rows = simplify(select(f_.fewer_queries, p.few_rows, q_tile));
+    }
     const bool packs = p.normalised && p.dv > 0 && state_lanes > 0 && p.dv % state_lanes == 0;
     f_.state_lanes = packs ? state_lanes : 0;
-    if (p.value_exponents.defined()) {
-      f_.value_exponents = p.value_exponents;
-      f_.values_finite = Func("flash_values_finite" + p.suffix);
-      const RDom d(0, p.dv_extent, "value_columns" + p.suffix);
-      f_.values_finite() = maximum(p.value_exponents(d)) < Expr(exponent_of_nonfinite);
-    }
     f_.dv = Var("dv");
     f_.q = Var("q");
     f_.qi = Var("qi");
@@ -48,6 +48,13 @@ class builder {
     f_.lane = Var("lane");
     f_.t = Var("t");
     for (int k = 0; k < p.lead; ++k) f_.lead.emplace_back("lead" + std::to_string(k));  // innermost first
+    // Without a mask the only partial tile is the last (keys past the end): no pass over V for it.
+    if (p.value_exponents.defined() && !keeps_every_key()) {
+      f_.value_exponents = p.value_exponents;
+      f_.values_finite = Func("flash_values_finite" + p.suffix);
+      const RDom d(0, p.dv_extent, "value_columns" + p.suffix);
+      f_.values_finite() = maximum(p.value_exponents(d)) < Expr(exponent_of_nonfinite);
+    }
   }
 
   flash_funcs run() {
@@ -91,7 +98,7 @@ class builder {
     std::vector<Expr> out{f_.dv, f_.q};
     for (const Var& v : f_.lead) out.push_back(v);
     if (f_.batched) out.push_back(f_.batch);
-    std::vector<Expr> at{f_.dv, f_.q % f_.q_tile, f_.q / f_.q_tile};
+    std::vector<Expr> at{f_.dv, f_.q % f_.q_rows, f_.q / f_.q_rows};
     for (const Var& v : f_.lead) at.push_back(v);
     if (f_.batched) at.push_back(f_.batch);
     const std::vector<Expr> result = row_args(f_.dv);
@@ -164,10 +171,11 @@ class builder {
     return p_.score(lead_row_major(), q, kv, unused).keep;
   }
   kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
-    const Expr first = f_.qt * f_.q_tile;
-    const Expr last = min(first + f_.q_tile, p_.nq) - 1;
+    const Expr first = f_.qt * f_.q_rows;
+    const Expr last = min(first + f_.q_rows, p_.nq) - 1;
     return kv_tiles_kept(keep_at(mask_q, mask_kv), mask_q, mask_kv, first, last, p_.nk, tile, t);
   }
+  bool keeps_every_key() const { return is_const_one(simplify(keep_at(mask_q, mask_kv))); }
   bool diagonal() const { return kept_edge_follows_query(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
   std::int64_t band() const { return kept_band(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
 
@@ -196,7 +204,7 @@ class builder {
     // Whole tiles, past the last row. Rows past the last query are computed from the last row
     // (the per-tile products read their left operand inside it, lower.cpp) and never stored.
     // Full tiles lie inside the keys (mask_bounds.hpp); partial ones see first_key.
-    const Expr q = f_.qt * f_.q_tile + f_.qi;
+    const Expr q = f_.qt * f_.q_rows + f_.qi;
     const Expr kv = first_key(st, partial) + f_.kvi;
     const flash_problem::scored sc = p_.score(lead_row_major(), q, read_key(st, partial, kv), st.pairwise);
     const Expr own_key = f_.t * st.tile <= kv && kv < p_.nk;  // partial tiles: the tile's keys that exist

@@ -45,6 +45,13 @@ struct flash_problem {
   // partial key tiles multiply a masked key's value by its weight 0 (0·finite is 0) with a plain
   // FMA instead of a guarded one. Undefined: always guarded.
   Halide::Func value_exponents;
+  // Where true (a condition on the sizes, known when compiling or at the call: at most one query
+  // tile per head, as in decoding), the per-tile products read their transposed operand from a
+  // copy per key tile (stage::tile_transpose); where nq <= few_rows too, a query tile holds
+  // few_rows rows, not q_tile (one query computed as 48 rows made decoding 2.5x slower).
+  // Undefined: never.
+  Halide::Expr few_queries;
+  int few_rows = 0;
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
   bool with_lse = false;  // also define flash_funcs::lse, each row's log-sum-exp of its kept scores
   // true: softmax over the keys (score: the scores). false: score gives the weights themselves,
@@ -93,7 +100,7 @@ struct flash_funcs {
   std::vector<Halide::Var> lead;  // innermost first
   Halide::Var batch;
   bool batched = false;
-  int q_tile = 0, kv_tile = 0, vector = 0;  // kv_tile: keys per full tile (partial.tile per partial one)
+  int q_tile = 0, kv_tile = 0, vector = 0;  // q_tile: the most rows per query tile; kv_tile: keys per full tile (partial.tile per partial one)
   int dv_size = 0;   // width of V, 0 if not static
   int dv_known = 0;  // width of V if static or bound when compiling, else 0
   Halide::Expr nk;   // number of keys
@@ -101,6 +108,9 @@ struct flash_funcs {
   // With flash_problem::value_exponents: () true when every value in V is finite; the partial
   // tiles' P·V is the plain product where it holds (a specialisation in the schedule).
   Halide::Func value_exponents, values_finite;
+  // flash_problem::few_queries, and nq <= few_rows (undefined: never): the schedule specialises on them.
+  Halide::Expr few_queries, fewer_queries;
+  Halide::Expr q_rows;  // rows per query tile: q_tile, or few_rows where fewer_queries holds
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
   bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)
 };

@@ -41,7 +41,21 @@ void pad_right_operand(stage& st, const Expr& keys) {
   st.right_operand.bound_storage(st.right_operand.args().front(), (((keys + line - 1) / line) | 1) * line);
 }
 
+// Kᵀ for one key tile (stage::tile_transpose), transposed from K in square blocks of one vector
+// (loads and stores whole vectors, shuffled in registers); rows padded as pad_right_operand's.
+void transpose_per_tile(Func t, const LoopLevel& tile, const flash_schedule& s) {
+  const Var keys = t.args()[0], d = t.args()[1];
+  Var ko, ki, dO, di;
+  t.compute_at(tile).bound_storage(keys, s.kv_tile + s.vector);
+  t.split(keys, ko, ki, s.vector, TailStrategy::GuardWithIf)
+      .split(d, dO, di, s.vector, TailStrategy::GuardWithIf)
+      .reorder(ki, di, ko, dO)
+      .vectorize(ki)
+      .unroll(di);
+}
+
 void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s, int rows) {
+  if (st.tile_transpose.defined()) transpose_per_tile(st.tile_transpose, tile, s);
   // At most one tile's keys and one block's rows: without the bound, the clamps at the last
   // row and key make Halide size it dynamically (a heap allocation per block).
   st.func.compute_at(at).store_at(at).bound_storage(st.vars[0], s.kv_tile).bound_storage(st.vars[1], rows);
@@ -99,8 +113,10 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   }
   // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
   // which would put the buffers on the heap (a malloc per tile); they are 1.
+  // Rows: a block's, or the query tile's (at most q_tile; fewer rows known only at the call).
   for (Func per_tile : {step.score, step.prob, step.max_lanes, step.sum_lanes, step.max, step.sum, step.pv})
-    if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1);
+    if (per_tile.defined())
+      per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1).bound_storage(f.qi, row_blocks ? s.row_block : f.q_tile);
   // P·V: dv in registers (pv_tile_vectors: all of V's row where it fits) × pv_rows rows, keys outside.
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
   const int dv_vectors = pv_tile_vectors(s, f.dv_known);
@@ -141,7 +157,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
     if (rows.size() > 1) f.lse.parallel(fuse_all(f.lse, std::vector<Var>(rows.begin() + 1, rows.end())));
   }
   Var qo("qo"), qin("qin");
-  out.compute_root().split(f.q, qo, qin, f.q_tile, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
+  out.compute_root().split(f.q, qo, qin, f.q_rows, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
   // One task per (query tile, lead dims, batch item), all in one parallel loop.
   std::vector<Var> tasks{qo};
   tasks.insert(tasks.end(), f.lead.begin(), f.lead.end());
@@ -150,17 +166,26 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   out.parallel(task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
 
-  f.state.compute_at(out, task).vectorize(f.state_column(), s.vector, TailStrategy::GuardWithIf).bound_storage(f.qt, 1);
+  f.state.compute_at(out, task)
+      .vectorize(f.state_column(), s.vector, TailStrategy::GuardWithIf)
+      .bound_storage(f.qt, 1)
+      .bound_storage(f.qi, f.q_tile);
   if (f.state_lanes > 0) f.state.bound(f.lane, 0, f.state_lanes);
   // A Dv bound when compiling bounds the state, not the output (a wrong-sized V is then reported as
   // V's error, not the output's); unbounded, P·V's register tiles have dynamic extents (1.6× slower).
   if (f.dv_size == 0 && f.dv_known > 0) f.state.bound(f.dv, 0, f.dv_known);
-  if (f.dv_known == 0) {
-    // A width known only at the call: the state is V's width, and the kernel has a version with
-    // fixed-size buffers and register tiles for each common width (2.5x faster than sized at run time).
-    f.state.bound(f.dv, 0, f.dv_extent);
-    for (int width : {64, 128}) out.specialize(f.dv_extent == width);
-  }
+  // A width known only at the call: the state is V's width, and the kernel has a version with
+  // fixed-size buffers and register tiles for each common width (2.5x faster than sized at run time).
+  if (f.dv_known == 0) f.state.bound(f.dv, 0, f.dv_extent);
+  auto for_widths = [&](Stage st) {
+    if (f.dv_known == 0)
+      for (int width : {64, 128}) st.specialize(f.dv_extent == width);
+  };
+  // Few queries known only at the call: versions of their own (Kᵀ per key tile, no pass over K;
+  // the fewest, query tiles of few rows).
+  for (const Expr& few : {f.fewer_queries, f.few_queries})
+    if (few.defined() && !Internal::is_const(few)) for_widths(out.specialize(few));
+  for_widths(out);
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);

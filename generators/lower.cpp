@@ -132,7 +132,7 @@ class lowering {
     auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
     switch (n.kind) {
       case op::input: case op::weight: case op::int_input:
-        return params_.at(i)(halide_args(clamped(n, idx), batch_, n.batched));
+        return params_.at(i)(halide_args(clamped(i, idx), batch_, n.batched));
       case op::constant: return Internal::make_const(Float(32), n.value);
       case op::dim_value: return cast<float>(extent(n.name, static_cast<std::int64_t>(n.value)));
       case op::placeholder: {
@@ -254,10 +254,19 @@ class lowering {
 
   // The fused pipeline computes whole tiles, past the last query or key; those reads are
   // clamped to the tensor (their results are masked or never stored).
-  std::vector<Expr> clamped(const ir::node& n, std::vector<Expr> idx) const {
+  // Each input is clamped to its own extent, not to the dim's (read off the first tensor with
+  // it): under a guard on the dim's size (a tile the sizes rule out, kept as dead code), the
+  // simplifier dropped a clamp to that size, and bounds inference, which does not read the guard,
+  // then asked for a whole key tile of V (a query against one key failed: "V accessed at 63").
+  std::vector<Expr> clamped(int i, std::vector<Expr> idx) const {
+    const ir::node& n = g_.at(i);
     for (std::size_t k = 0; k < n.shape.size(); ++k)
-      if (tiled_dims_.contains(n.shape[k].name))
-        idx[k] = clamp(idx[k], 0, extent(n.shape[k].name, n.shape[k].size) - 1);
+      if (tiled_dims_.contains(n.shape[k].name)) {
+        const int dim = static_cast<int>(n.shape.size() - 1 - k);
+        const Expr size = n.shape[k].size > 0 || bound_.contains(n.shape[k].name) ? extent(n.shape[k].name, n.shape[k].size)
+                                                                                : params_.at(i).dim(dim).extent();
+        idx[k] = clamp(idx[k], 0, size - 1);
+      }
     return idx;
   }
 
@@ -280,11 +289,9 @@ class lowering {
     auto lhs = [&](const std::vector<Expr>& at) { return halide_args(at, batch_, n.batched); };
     lowered::stage st{f, halide_vars(vars, n.batched), lowered::stage::layout, {}, {}, {}, {}, static_extents(n), {}};
     if (n.kind == ir::op::transpose) {
-      std::vector<Expr> c = idx;
-      std::swap(c[c.size() - 1], c[c.size() - 2]);
-      f(lhs(idx)) = value(n.args[0], c, {});
+      define_transpose(n, f, idx);
     } else if (n.kind == ir::op::matmul) {
-      st.reduction = define_product(n, f, idx, lhs);
+      st.reduction = define_product(n, f, idx, lhs, st);
       st.kind = lowered::stage::product;
       if (auto it = funcs_.find(n.args[1]); g_.at(n.args[1]).shape.size() >= 2 && it != funcs_.end())
         st.right_operand = it->second;
@@ -417,8 +424,14 @@ class lowering {
     // On a GPU the lanes of the row reductions are the block's threads in x.
     const flash_schedule& t = options_.tiles;
     const std::optional<flash_gpu_schedule>& gpu = options_.gpu;
+    // CPU: one query tile per head or fewer (decoding) transposes K per key tile (right_operand).
+    if (!gpu) {
+      p.few_queries = few_queries_ = simplify(p.nq <= t.q_tile);
+      p.few_rows = t.q_unroll;
+    }
     out_.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads)
                              : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0));
+    few_queries_ = Expr();
     if (options_.with_lse) {
       out_.lse = out_.flash.back().lse;
       out_.lse_batched = p.batched;
@@ -427,8 +440,29 @@ class lowering {
     return out_.flash.back().output;
   }
 
+  void define_transpose(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+    std::vector<Expr> c = idx;
+    std::swap(c[c.size() - 1], c[c.size() - 2]);
+    f(halide_args(idx, batch_, n.batched)) = value(n.args[0], c, {});
+  }
+
+  // The right operand of product n at ib. A materialised transpose (Kᵀ) is computed once and
+  // shared by every query tile; where few queries share it (few_queries_: decoding, one query
+  // tile per head), a per-tile product reads a copy transposed per key tile instead
+  // (stage::tile_transpose), and the pass over K, a round trip through memory, is not made.
+  Expr right_operand(const ir::node& n, const std::vector<Expr>& ib, lowered::stage& st) {
+    const Expr shared = value(n.args[1], ib, {});
+    const ir::node& t = g_.at(n.args[1]);
+    const bool per_tile = pairwise_ != nullptr && is_pairwise(n) && t.kind == ir::op::transpose && t.shape.size() >= 2;
+    if (!per_tile || !few_queries_.defined() || is_const_zero(few_queries_)) return shared;
+    auto [f, vars] = new_func("tile_transpose", t);
+    define_transpose(t, f, as_exprs(vars));
+    st.tile_transpose = f;
+    return select(few_queries_, f(halide_args(ib, batch_, t.batched)), shared);
+  }
+
   template <class Lhs>
-  RDom define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, const Lhs& lhs) {
+  RDom define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, const Lhs& lhs, lowered::stage& st) {
     const auto& sa = g_.at(n.args[0]).shape;
     const auto& sb = g_.at(n.args[1]).shape;
     RDom k(0, extent(sa.back().name, sa.back().size), "k");
@@ -453,7 +487,7 @@ class lowering {
     }
     f(lhs(idx)) = 0.0f;
     Expr a = value(n.args[0], ia, {});
-    const Expr b = value(n.args[1], ib, {});
+    const Expr b = right_operand(n, ib, st);
     // Softmax-free attention: a key a mask on the score's path removes has weight 0 (as fused).
     const auto softmax_free = softmax_free_.find(index_of(n));
     if (softmax_free != softmax_free_.end()) a = Halide::select(exact_predicate(kept_by_chain(softmax_free->second, ia)), a, 0.0f);
@@ -532,6 +566,7 @@ class lowering {
   std::set<int> transparent_;                  // masks evaluated as a fused score's `keep`, not as -inf
   std::set<std::string_view> tiled_dims_;     // query and key dims of fused attentions
   std::vector<stage>* pairwise_ = nullptr;    // while evaluating a fused score: its per-pair Funcs
+  Expr few_queries_;                          // while lowering a fused attention: flash_problem::few_queries
   std::string_view pair_q_, pair_kv_;
   std::map<int, ImageParam> params_;
   std::map<int, Func> funcs_;

@@ -17,6 +17,9 @@ struct stage {
   // Products (.., M, K)·(.., K, N): the right operand when it is a Func of its own (Kᵀ in Q·Kᵀ).
   // Its innermost dim is the output's (the keys), so a schedule may stage it per tile.
   Halide::Func right_operand{};
+  // Products in a fused tile whose right operand is a transpose: a copy of it, computed per key
+  // tile, read where flash_funcs::few_queries holds (the shared right_operand elsewhere).
+  Halide::Func tile_transpose{};
 };
 
 }  // namespace attn::gen

@@ -101,9 +101,10 @@ tensor<std::int32_t> lengths_for(index batch, index nk) {
 
 // Runs kernel `kern` on random inputs of every size and compares with the reference.
 template <class K>
-void expect_reference(const K& kern, const variant& c, const std::string& what) {
+void expect_reference(const K& kern, const variant& c, const std::string& what,
+                      const std::vector<std::pair<index, index>>& at = sizes) {
   std::mt19937 rng(11);
-  for (const auto& [nq, nk] : sizes) {
+  for (const auto& [nq, nk] : at) {
     const index batch = nq == 33 || nq == 257 ? 3 : 1;
     const tensor<float> tq = ref::random_tensor({batch, heads, nq, width}, rng, 2.0f);
     const tensor<float> tk = ref::random_tensor({batch, heads, nk, width}, rng, 2.0f);
@@ -139,6 +140,29 @@ bool causal_keep(index i, index j, index, index) { return j <= i; }
 BOOST_AUTO_TEST_CASE(full) { expect_fused_matches(attention(s), {"full", {}, {}}); }
 
 BOOST_AUTO_TEST_CASE(causal_mask) { expect_fused_matches(attention(causal(s)), {"causal", causal_keep, {}}); }
+
+// Decoding: a few queries (a count fixed when compiling, or one only known at the call, which
+// takes the kernel's version for few queries: Kᵀ per key tile, query tiles of q_unroll rows)
+// against any number of keys. With fewer keys than a key tile, a count fixed when compiling once
+// made bounds inference ask for a whole key tile of V (Halide error -4).
+BOOST_AUTO_TEST_CASE(few_queries_against_any_number_of_keys) {
+  using ref::index;
+  const std::vector<std::pair<index, index>> one{{1, 1}, {1, 5}, {1, 63}, {1, 64}, {1, 65}, {1, 300}, {1, 1000}};
+  const std::vector<std::pair<index, index>> five{{5, 1}, {5, 63}, {5, 300}, {5, 1000}};
+  const auto keep_all = [](index, index, index, index) { return true; };
+  const auto each = [&](const auto& qs, const std::vector<std::pair<index, index>>& at, const std::string& what) {
+    const auto sc = scaled_scores(qs, k);
+    for (const std::string& schedule : schedules) {
+      expect_reference(attn::jit(attention(sc), {.schedule = schedule}), {"full", keep_all, {}}, what + " full [" + schedule + "]", at);
+      expect_reference(attn::jit(attention(causal(sc)), {.schedule = schedule}), {"causal", causal_keep, {}},
+                       what + " causal [" + schedule + "]", at);
+    }
+  };
+  each(input<"q">(H, dim<"one", 1>, Dh), one, "one static query");
+  each(input<"q">(H, dim<"five", 5>, Dh), five, "five static queries");
+  each(q, one, "one query");
+  each(q, five, "five queries");
+}
 
 BOOST_AUTO_TEST_CASE(sliding_windows) {
   expect_fused_matches(attention(sliding_window(s, 5)),
@@ -243,13 +267,13 @@ BOOST_AUTO_TEST_CASE(a_width_bound_when_compiling_sizes_buffers_as_a_static_one)
 
 BOOST_AUTO_TEST_CASE(a_width_free_until_the_call_runs_every_width) {
   // One kernel for every width: specialised versions for the common ones (64, 128), the general
-  // one for the rest (8, 16, 100).
+  // one for the rest (8, 16, 100); each in every version for the number of queries (flash_funcs::few_queries).
   constexpr auto D = dim<"Dfree">;
   constexpr auto N = dim<"N">;
   const auto kern = attn::jit(combine(softmax(causal(scaled_scores(input<"q">(N, D), input<"k">(N, D)))), input<"v">(N, D)));
   const std::vector<std::string> buffers = allocations(kern.compiled().loop_nest());
   for (const char* state : {"allocate flash_state.0[float32 * 64 * ", "allocate flash_state.0[float32 * 128 * "})
-    BOOST_TEST(std::count_if(buffers.begin(), buffers.end(), [&](const std::string& b) { return b.starts_with(state); }) == 1, state);
+    BOOST_TEST(std::count_if(buffers.begin(), buffers.end(), [&](const std::string& b) { return b.starts_with(state); }) >= 1, state);
   for (ref::index width : {8, 16, 64, 100, 128}) expect_causal_matches_reference(kern, width);
 }
 

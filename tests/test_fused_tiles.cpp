@@ -382,3 +382,36 @@ BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
   BOOST_TEST(meter.peak < scores / 100);
   BOOST_TEST(out(0, 0, 0, 0) == 0.25f);  // attention over equal values returns the value
 }
+
+// Decoding (one query, keys known at the call): each key tile is transposed where the products
+// read it, so no copy of K is made (a transposed copy shared by the query tiles pays off only when
+// a head has many). Two query tiles' worth of queries do share one.
+BOOST_AUTO_TEST_CASE(decoding_makes_no_copy_of_the_keys) {
+  constexpr auto H8 = head_dim<"H", 8>;
+  constexpr auto D64 = dim<"Dh", 64>;
+  constexpr auto S = dim<"S">;
+  const auto e = combine(softmax(scaled_scores(input<"q">(H8, T, D64), input<"k">(H8, S, D64))), input<"v">(H8, S, D64));
+  attn::gen::lowering_options o;
+  o.fused = true;
+  const Halide::Target target = Halide::get_host_target();
+  attn::gen::lowered l = attn::gen::lower_and_schedule(to_ir(e), {}, o, target);
+  std::vector<Halide::Argument> args(l.params.begin(), l.params.end());
+  Halide::Callable run = Halide::Pipeline(l.output).compile_to_callable(args, target);
+
+  const int keys = 16384;
+  const double one_input = 8.0 * keys * 64 * 4;  // bytes of K
+  Halide::Buffer<float> bk(64, keys, 8, 1), bv(64, keys, 8, 1);
+  bk.fill(0.25f);
+  bv.fill(0.5f);
+  for (const int queries : {1, 2 * l.tiles.q_tile + 1}) {
+    Halide::Buffer<float> bq(64, queries, 8, 1), out(64, queries, 8, 1);
+    bq.fill(0.25f);
+    memory_meter meter;
+    BOOST_REQUIRE_EQUAL(call(run, &meter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), out.raw_buffer()}), 0);
+    BOOST_TEST_MESSAGE(queries << " queries: peak Halide allocation " << meter.peak / 1048576.0 << " MiB; K " << one_input / 1048576.0 << " MiB");
+    if (queries == 1) BOOST_TEST(meter.peak < one_input / 16);
+    else BOOST_TEST(meter.peak >= one_input);  // the meter sees the shared copy
+    BOOST_TEST(out(0, 0, 0, 0) == 0.5f);
+    BOOST_TEST(out(63, queries - 1, 7, 0) == 0.5f);
+  }
+}
