@@ -33,11 +33,7 @@ class builder {
     f_.nk = p.nk;
     f_.dv_extent = p.dv_extent;
     f_.few_queries = p.few_queries;
-    f_.q_rows = q_tile;
-    if (p.few_queries.defined() && p.few_rows > 0 && p.few_rows < q_tile) {
-      f_.fewer_queries = simplify(p.nq <= p.few_rows);
-      f_.q_rows = simplify(select(f_.fewer_queries, p.few_rows, q_tile));
-    }
+    f_.q_rows = p.few_queries.defined() ? simplify(select(p.few_queries, p.few_rows, q_tile)) : Expr(q_tile);
     const bool packs = p.normalised && p.dv > 0 && state_lanes > 0 && p.dv % state_lanes == 0;
     f_.state_lanes = packs ? state_lanes : 0;
     f_.dv = Var("dv");

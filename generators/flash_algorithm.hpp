@@ -45,11 +45,10 @@ struct flash_problem {
   // partial key tiles multiply a masked key's value by its weight 0 (0·finite is 0) with a plain
   // FMA instead of a guarded one. Undefined: always guarded.
   Halide::Func value_exponents;
-  // Where true (a condition on the sizes, known when compiling or at the call: at most one query
-  // tile per head, as in decoding), the per-tile products read their transposed operand from a
-  // copy per key tile (stage::tile_transpose); where nq <= few_rows too, a query tile holds
-  // few_rows rows, not q_tile (one query computed as 48 rows made decoding 2.5x slower).
-  // Undefined: never.
+  // Decoding: where few_queries holds (N_Q <= few_rows, known when compiling or at the call), a
+  // query tile holds few_rows rows, not q_tile (one query computed as 48 rows made decoding 2.5x
+  // slower), and the per-tile products read their transposed operand from a copy per key tile
+  // (stage::tile_transpose) instead of one shared by the query tiles. Undefined: never.
   Halide::Expr few_queries;
   int few_rows = 0;
   std::string suffix;  // added to every Func's name: unique per attention in one pipeline
@@ -108,9 +107,8 @@ struct flash_funcs {
   // With flash_problem::value_exponents: () true when every value in V is finite; the partial
   // tiles' P·V is the plain product where it holds (a specialisation in the schedule).
   Halide::Func value_exponents, values_finite;
-  // flash_problem::few_queries, and nq <= few_rows (undefined: never): the schedule specialises on them.
-  Halide::Expr few_queries, fewer_queries;
-  Halide::Expr q_rows;  // rows per query tile: q_tile, or few_rows where fewer_queries holds
+  Halide::Expr few_queries;  // flash_problem::few_queries: the schedule specialises on it
+  Halide::Expr q_rows;       // rows per query tile: q_tile, or few_rows where few_queries holds
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
   bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)
 };

@@ -181,16 +181,17 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
     if (f.dv_known == 0)
       for (int width : {64, 128}) st.specialize(f.dv_extent == width);
   };
-  // Few queries known only at the call: versions of their own (Kᵀ per key tile, no pass over K;
-  // the fewest, query tiles of few rows).
-  for (const Expr& few : {f.fewer_queries, f.few_queries})
-    if (few.defined() && !Internal::is_const(few)) for_widths(out.specialize(few));
+  // Few queries known only at the call: a version of their own (query tiles of few rows, Kᵀ per
+  // key tile). One version: each doubles the compile time of the kernel.
+  if (f.few_queries.defined() && !Internal::is_const(f.few_queries)) for_widths(out.specialize(f.few_queries));
   for_widths(out);
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
   if (!s.stage_kv)
-    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max(f.nk, f.partial.tile));  // a partial tile may pass T
+    // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
+    // whose region bounds inference still counts).
+    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max(f.nk, f.kv_tile));
 }
 
 }  // namespace attn::gen

@@ -1,5 +1,6 @@
 #include "lower.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -424,10 +425,10 @@ class lowering {
     // On a GPU the lanes of the row reductions are the block's threads in x.
     const flash_schedule& t = options_.tiles;
     const std::optional<flash_gpu_schedule>& gpu = options_.gpu;
-    // CPU: one query tile per head or fewer (decoding) transposes K per key tile (right_operand).
+    // CPU: decoding (at most a register tile of queries) transposes K per key tile (right_operand).
     if (!gpu) {
-      p.few_queries = few_queries_ = simplify(p.nq <= t.q_tile);
-      p.few_rows = t.q_unroll;
+      p.few_rows = std::min(t.q_unroll, t.q_tile);
+      p.few_queries = few_queries_ = simplify(p.nq <= p.few_rows);
     }
     out_.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads)
                              : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0));
@@ -447,8 +448,8 @@ class lowering {
   }
 
   // The right operand of product n at ib. A materialised transpose (Kᵀ) is computed once and
-  // shared by every query tile; where few queries share it (few_queries_: decoding, one query
-  // tile per head), a per-tile product reads a copy transposed per key tile instead
+  // shared by every query tile; where few queries share it (few_queries_: decoding, one small
+  // query tile per head), a per-tile product reads a copy transposed per key tile instead
   // (stage::tile_transpose), and the pass over K, a round trip through memory, is not made.
   Expr right_operand(const ir::node& n, const std::vector<Expr>& ib, lowered::stage& st) {
     const Expr shared = value(n.args[1], ib, {});
