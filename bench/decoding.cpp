@@ -16,14 +16,16 @@ template <class Q> constexpr auto attention(const Q& q) { return combine(softmax
 using bench::best_of_rounds;
 using bench::random_tensor;
 
-int main() {
+int main(int argc, char** argv) {
+  attn::jit_options one_row_options;  // build/bench/decoding "q_unroll=1 kv_vectors=8": the one-row kernel's schedule
+  if (argc > 1) one_row_options.schedule = argv[1];
   const std::int64_t keys = 8192;
   const auto any_count = attn::jit(attention(input<"q">(H, dim<"Nq">, Dh)));
-  const auto one_row = attn::jit(attention(input<"q">(H, dim<"one", 1>, Dh)));
+  const auto one_row = attn::jit(attention(input<"q">(H, dim<"one", 1>, Dh)), one_row_options);
   const auto K = random_tensor({1, 8, keys, 64}, 2), V = random_tensor({1, 8, keys, 64}, 3);
   const double bytes = 2.0 * 8 * keys * 64 * 4;
   std::printf("S=%lld H=8 Dh=64, best of 15; %s\n", static_cast<long long>(keys), any_count.compiled().describe().c_str());
-  for (const std::int64_t nq : {1, 6, 48}) {
+  for (const std::int64_t nq : {1, 2, 4, 6, 48}) {
     const auto Q = random_tensor({1, 8, nq, 64}, 1);
     auto out = any_count(Q, K, V);
     std::vector<double> b;

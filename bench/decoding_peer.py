@@ -6,7 +6,7 @@ import torch
 torch.set_num_threads(int(__import__("os").environ.get("HL_NUM_THREADS", "2")))
 keys = 8192
 k, v = torch.randn(1, 8, keys, 64), torch.randn(1, 8, keys, 64)
-for nq in (1, 6, 48):
+for nq in (1, 2, 4, 6, 48):
     q = torch.randn(1, 8, nq, 64)
     call = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
     call()

@@ -46,7 +46,7 @@ struct flash_problem {
   // FMA instead of a guarded one. Undefined: always guarded.
   Halide::Func value_exponents;
   // Decoding: where few_queries holds (N_Q <= few_rows, known when compiling or at the call), a
-  // query tile holds few_rows rows, not q_tile (one query computed as 48 rows made decoding 2.5x
+  // query tile holds the N_Q rows, not q_tile (one query computed as 48 rows made decoding 2.5x
   // slower), and the per-tile products read their transposed operand from a copy per key tile
   // (stage::tile_transpose) instead of one shared by the query tiles. Undefined: never.
   Halide::Expr few_queries;
@@ -108,7 +108,7 @@ struct flash_funcs {
   // tiles' P·V is the plain product where it holds (a specialisation in the schedule).
   Halide::Func value_exponents, values_finite;
   Halide::Expr few_queries;  // flash_problem::few_queries: the schedule specialises on it
-  Halide::Expr q_rows;       // rows per query tile: q_tile, or few_rows where few_queries holds
+  Halide::Expr q_rows;       // rows per query tile: q_tile, or N_Q where few_queries holds
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
   bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)
 };
