@@ -105,7 +105,7 @@ void expect_reference(const K& kern, const variant& c, const std::string& what,
                       const std::vector<std::pair<index, index>>& at = sizes) {
   std::mt19937 rng(11);
   for (const auto& [nq, nk] : at) {
-    const index batch = nq == 33 || nq == 257 ? 3 : 1;
+    const index batch = nq == 3 || nq == 33 || nq == 257 ? 3 : 1;
     const tensor<float> tq = ref::random_tensor({batch, heads, nq, width}, rng, 2.0f);
     const tensor<float> tk = ref::random_tensor({batch, heads, nk, width}, rng, 2.0f);
     const tensor<float> tv = ref::random_tensor({batch, heads, nk, width}, rng);
@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(full) { expect_fused_matches(attention(s), {"full", {}, {}}
 BOOST_AUTO_TEST_CASE(causal_mask) { expect_fused_matches(attention(causal(s)), {"causal", causal_keep, {}}); }
 
 // Decoding: a few queries (a count fixed when compiling, or one only known at the call, which
-// takes the kernel's version for few queries: Kᵀ per key tile, query tiles of q_unroll rows)
+// takes the kernel's version for few queries: Kᵀ per key tile, one query tile of N_Q rows)
 // against any number of keys. With fewer keys than a key tile, a count fixed when compiling once
 // made bounds inference ask for a whole key tile of V (Halide error -4).
 BOOST_AUTO_TEST_CASE(few_queries_against_any_number_of_keys) {
@@ -162,6 +162,20 @@ BOOST_AUTO_TEST_CASE(few_queries_against_any_number_of_keys) {
   each(input<"q">(H, dim<"five", 5>, Dh), five, "five static queries");
   each(q, one, "one query");
   each(q, five, "five queries");
+  // Three queries in a batch of 3 (key lengths differ per item), a mask read off an input and a modifier.
+  const std::vector<std::pair<index, index>> three{{3, 1}, {3, 70}, {3, 1000}};
+  const auto padded = [](const auto& qs) { return attention(key_padding(scaled_scores(qs, k), lengths<"len">)); };
+  const auto alibi_causal = [](const auto& qs) { return attention(alibi(causal(scaled_scores(qs, k)), H)); };
+  const variant padding{"key padding", [](index, index j, index, index len) { return j < len; }, {}};
+  const variant sloped{"ALiBi + causal", causal_keep,
+                       [](double x, index i, index j, index h) { return x - ref::alibi_slope(h, heads) * double(i - j); }};
+  for (const std::string& schedule : schedules) {
+    const auto three_static = input<"q">(H, dim<"three", 3>, Dh);
+    expect_reference(attn::jit(padded(q), {.schedule = schedule}), padding, "three queries, key padding [" + schedule + "]", three);
+    expect_reference(attn::jit(padded(three_static), {.schedule = schedule}), padding,
+                     "three static queries, key padding [" + schedule + "]", three);
+    expect_reference(attn::jit(alibi_causal(q), {.schedule = schedule}), sloped, "three queries, ALiBi [" + schedule + "]", three);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sliding_windows) {
