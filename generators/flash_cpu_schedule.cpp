@@ -42,7 +42,7 @@ void pad_right_operand(stage& st, const Expr& keys) {
 }
 
 // Kᵀ for one key tile (stage::tile_transpose), transposed from K in square blocks of one vector
-// (loads and stores whole vectors, shuffled in registers); rows padded as pad_right_operand's.
+// (loads and stores whole vectors, shuffled in registers); rows padded by a vector, as stage_right_operand's.
 void transpose_per_tile(Func t, const LoopLevel& tile, const flash_schedule& s) {
   const Var keys = t.args()[0], d = t.args()[1];
   Var ko, ki, dO, di;
@@ -181,8 +181,8 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
     if (f.dv_known == 0)
       for (int width : {64, 128}) st.specialize(f.dv_extent == width);
   };
-  // Few queries known only at the call: a version of their own (query tiles of few rows, Kᵀ per
-  // key tile). One version: each doubles the compile time of the kernel.
+  // Few queries known only at the call: a version of their own (one query tile of exactly N_Q
+  // rows, Kᵀ per key tile). One version: each doubles the compile time of the kernel.
   if (f.few_queries.defined() && !Internal::is_const(f.few_queries)) for_widths(out.specialize(f.few_queries));
   for_widths(out);
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);
