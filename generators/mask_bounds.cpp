@@ -1,5 +1,6 @@
 #include "mask_bounds.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -74,6 +75,63 @@ class integer_comparisons : public Internal::IRMutator {
   }
 };
 
+// Is every float that a comparison (or a conversion to an integer) reads from q or kv an integer
+// value: casts of integers, integral constants, and +, -, × a constant, min, max, abs, select,
+// floor(· / c) of them? Then, below 2^23, its arithmetic is exact whatever the order or fusion
+// of the operations, and a tile's bounds evaluate as the predicate does. A division or a
+// fraction need not: (kv - kv % 6) / 6 <= 1 bounded as 18·0.16666667 inside a fused
+// multiply-subtract compared as 1.0000001 and skipped a key tile the predicate keeps (NATTEN
+// written with a float division, at key tiles of 4).
+class integral_floats : public Internal::IRVisitor {
+ public:
+  integral_floats(std::string q, std::string kv) : q_(std::move(q)), kv_(std::move(kv)) {}
+  bool exact = true;
+
+  using IRVisitor::visit;
+  void visit(const Internal::LT* op) override { compared(op->a, op->b); }
+  void visit(const Internal::LE* op) override { compared(op->a, op->b); }
+  void visit(const Internal::GT* op) override { compared(op->a, op->b); }
+  void visit(const Internal::GE* op) override { compared(op->a, op->b); }
+  void visit(const Internal::EQ* op) override { compared(op->a, op->b); }
+  void visit(const Internal::NE* op) override { compared(op->a, op->b); }
+  void visit(const Internal::Cast* op) override {  // a float made an integer
+    if (op->value.type().is_float() && !op->type.is_float() && indexed(op->value) && !integral(op->value)) exact = false;
+    IRVisitor::visit(op);
+  }
+
+ private:
+  void compared(const Expr& a, const Expr& b) {
+    if (a.type().is_float() && (indexed(a) || indexed(b)) && !(integral(a) && integral(b))) exact = false;
+    a.accept(this);
+    b.accept(this);
+  }
+  bool indexed(const Expr& e) const { return Internal::expr_uses_var(e, q_) || Internal::expr_uses_var(e, kv_); }
+  static bool integral(const Expr& e) {
+    using namespace Internal;
+    if (const auto* f = e.as<FloatImm>()) return f->value == std::floor(f->value);
+    if (const auto* c = e.as<Cast>()) return !c->value.type().is_float() || integral(c->value);
+    if (const auto* x = e.as<Add>()) return integral(x->a) && integral(x->b);
+    if (const auto* x = e.as<Sub>()) return integral(x->a) && integral(x->b);
+    if (const auto* x = e.as<Mul>())  // by a constant: q·kv passes 2^23 from T = 2897 on
+      return integral(x->a) && integral(x->b) && (is_const(x->a) || is_const(x->b));
+    if (const auto* x = e.as<Min>()) return integral(x->a) && integral(x->b);
+    if (const auto* x = e.as<Max>()) return integral(x->a) && integral(x->b);
+    if (const auto* x = e.as<Select>()) return integral(x->true_value) && integral(x->false_value);
+    // floor or ceil of an integer over an integral constant (a float remainder, lower.cpp): an
+    // integer, the same whether a / c or a·(1/c) is rounded while |a| < 2^23.
+    if (const auto* x = e.as<Call>(); x != nullptr && (x->name == "floor_f32" || x->name == "ceil_f32")) {
+      const auto* quotient = x->args[0].as<Div>();
+      const auto divisor = quotient != nullptr ? as_const_float(quotient->b) : std::nullopt;
+      return divisor && *divisor != 0 && *divisor == std::floor(*divisor) && integral(quotient->a);
+    }
+    if (const auto* x = e.as<Call>(); x != nullptr && x->is_intrinsic({Call::abs, Call::strict_add, Call::strict_sub, Call::strict_mul,
+                                                                         Call::strict_min, Call::strict_max}))
+      return std::all_of(x->args.begin(), x->args.end(), integral);
+    return !e.type().is_float();
+  }
+  std::string q_, kv_;
+};
+
 }  // namespace
 
 kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last,
@@ -87,6 +145,9 @@ kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, cons
   // Necessary for some (q, kv) of the tile to be kept; sufficient for all to be kept.
   reads_as_symbols symbolic(q.name(), kv.name());
   const Expr keep_symbolic = symbolic.mutate(keep);
+  integral_floats floats(q.name(), kv.name());
+  keep_symbolic.accept(&floats);
+  if (!floats.exact) return {Internal::const_true(), Internal::const_false(), Expr(0), tiles};  // every tile, partial
   const Expr some = Internal::simplify(Internal::or_condition_over_domain(keep_symbolic, tile));
   const Expr all = Internal::simplify(Internal::and_condition_over_domain(keep_symbolic && kv < nk, tile));
   const Interval may = Internal::solve_for_outer_interval(some, tile_var.name());

@@ -1,7 +1,9 @@
 #pragma once
 // Which key tiles a mask keeps, per query tile, derived from the mask's predicate itself
 // (Halide's interval solver), not from a list of known masks. A predicate the solver cannot
-// bound gives "every tile, all partial": slower, never wrong.
+// bound, or whose float arithmetic on q and kv may round (a division, a fraction: its tile
+// bounds would be evaluated with other roundings than the predicate), gives "every tile, all
+// partial": slower, never wrong.
 #include <cstdint>
 #include <Halide.h>
 
