@@ -1,7 +1,7 @@
 // PyTorch attention-gym's catalogue (dsl/attention_gym.hpp, masks.hpp, score_mod.hpp), each entry
 // against the double reference with its predicate or modifier written out independently here,
-// through the fused and the generic lowering, with a batch of 1 and of 3, T odd and even, and
-// 2 heads where `head` matters.
+// through the fused lowering (default and random schedules) and the generic one, with a batch of 1
+// and of 3, T odd and even, and 2 heads where `head` matters.
 #define BOOST_TEST_MODULE catalogue
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include "dsl/dsl.hpp"
+#include "random_schedule.hpp"
 #include "reference.hpp"
 #include "runtime/jit.hpp"
 
@@ -40,8 +41,13 @@ using mod_fn = std::function<double(double score, idx_t i, idx_t j, idx_t h)>;
 template <class E, class Prepare, class Call>
 void expect_catalogue(const E& e, const std::string& what, const std::vector<idx_t>& lengths, const keep_fn& keep,
                       const mod_fn& mod, Prepare prepare, Call call) {
-  for (attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
-    const auto kern = attn::jit(e, {.path = path});
+  // The default schedule, a random one (tiles of 4 to 128 keys: a NATTEN mask once lost a key tile
+  // at tiles of 4 only), and the generic lowering.
+  static std::mt19937 schedules(5);
+  const std::string random = ref::random_schedule(schedules);
+  for (const auto& [path, schedule] : {std::pair{attn::lowering::automatic, std::string("default")},
+                                       std::pair{attn::lowering::automatic, random}, std::pair{attn::lowering::generic, std::string("default")}}) {
+    const auto kern = attn::jit(e, {.path = path, .schedule = schedule});
     if (path == attn::lowering::automatic) BOOST_TEST(kern.compiled().describe().starts_with("path=fused"), what);
     std::mt19937 rng(9);
     for (idx_t t : lengths)

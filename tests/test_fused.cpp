@@ -22,6 +22,7 @@
 
 #include "generators/flash_schedule.hpp"
 #include "runtime/jit.hpp"
+#include "random_schedule.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -207,29 +208,6 @@ BOOST_AUTO_TEST_CASE(modifiers) {
                        {"relative bias", {}, [](double x, ref::index i, ref::index j, ref::index) { return x + 0.05 * double(j - i); }});
 }
 
-namespace {
-
-// Any valid schedule a user may pass (jit_options::schedule): vectors of 4, 8 or 16, key tiles of
-// 1 to 8 vectors, a partial tile dividing them (or 0), any query tile, unroll, P·V blocking, row
-// block, staging and state layout. Only the tuner checks its candidates; these are not.
-std::string random_schedule(std::mt19937& rng) {
-  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const int vector = std::array{4, 8, 16}[static_cast<std::size_t>(pick(0, 2))];
-  const int kv_tile = vector * pick(1, 8);
-  std::vector<int> partial{0};
-  for (int p = vector; p <= kv_tile; p += vector)
-    if (kv_tile % p == 0) partial.push_back(p);
-  const int q_tile = pick(1, 50);
-  std::ostringstream s;
-  s << "vector=" << vector << " kv_tile=" << kv_tile << " partial_tile=" << partial[static_cast<std::size_t>(pick(0, int(partial.size()) - 1))]
-    << " q_tile=" << q_tile << " q_unroll=" << pick(1, 8) << " kv_vectors=" << pick(1, 4)
-    << " pv_keys=" << (pick(0, 1) ? 0 : pick(1, kv_tile)) << " row_block=" << (pick(0, 1) ? 0 : pick(1, q_tile))
-    << " pv_rows=" << pick(0, 6) << " stage_kv=" << pick(0, 1) << " pack_state=" << pick(0, 1);
-  return s.str();
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(random_schedules_match_the_reference) {
   using ref::index;
   // 24 draws (~1 min); a sweep of 1,300 draws over these variants, at widths 16 and 24, found no
@@ -255,7 +233,7 @@ BOOST_AUTO_TEST_CASE(random_schedules_match_the_reference) {
   std::mt19937 rng(2026);
   const auto size = [&](int lo, int hi) { return index(std::uniform_int_distribution<int>(lo, hi)(rng)); };
   for (int draw = 0; draw < 24; ++draw) {
-    const std::string schedule = random_schedule(rng);
+    const std::string schedule = ref::random_schedule(rng);
     const std::vector<std::pair<index, index>> at{{size(1, 8), size(1, 300)}, {size(1, 300), size(1, 300)}, {33, size(1, 300)}};
     variants[static_cast<std::size_t>(draw) % variants.size()](schedule, at);
   }
