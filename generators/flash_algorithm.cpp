@@ -16,7 +16,9 @@ const Expr none = no_score();
 
 class builder {
  public:
-  builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector, int state_lanes) : p_(p) {
+  builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector, int state_lanes,
+          bool tiles_from_band)
+      : p_(p), from_band_(tiles_from_band) {
     f_.q_tile = q_tile;
     f_.kv_tile = kv_tile;
     f_.full.tile = kv_tile;
@@ -75,6 +77,7 @@ class builder {
     const Expr enclosing_full = tile_ranges(tp / (f_.kv_tile / pt), f_.kv_tile).all;
     f_.partial.r.where(partial.lo <= tp && tp < partial.hi && partial.some && !enclosing_full);
     f_.band = band();
+    f_.tiles_follow_band = !is_const_zero(key_origin());
     f_.diagonal = diagonal();
 
     f_.state = Func("flash_state" + p_.suffix);
@@ -168,25 +171,34 @@ class builder {
     std::vector<stage> unused;
     return p_.score(lead_row_major(), q, kv, unused).keep;
   }
+  Expr first_query() const { return f_.qt * f_.q_rows; }
+  Expr last_query() const { return min(first_query() + f_.q_rows, p_.nq) - 1; }
   kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
-    const Expr first = f_.qt * f_.q_rows;
-    const Expr last = min(first + f_.q_rows, p_.nq) - 1;
-    return kv_tiles_kept(keep_at(mask_q, mask_kv), mask_q, mask_kv, first, last, p_.nk, tile, t);
+    return kv_tiles_kept(keep_at(mask_q, mask_kv), mask_q, mask_kv, first_query(), last_query(), p_.nk, tile, t, key_origin());
+  }
+  // Where the query tile's key tiles start: its first kept key, a whole vector (0 for causal,
+  // key padding, no mask; a window's band start).
+  Expr key_origin() const {
+    if (!from_band_) return 0;
+    return first_kept_key(keep_at(mask_q, mask_kv), mask_q, mask_kv, first_query(), last_query(), p_.nk, f_.vector);
   }
   bool keeps_every_key() const { return is_const_one(simplify(keep_at(mask_q, mask_kv))); }
   bool diagonal() const { return kept_edge_follows_query(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
   std::int64_t band() const { return kept_band(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
 
-  // A tile's first key: t·tile. A partial tile that would pass the last key is moved back to end
-  // at it (its keys before t·tile are masked, own_key): the per-tile Funcs then have a static
-  // size and read no key past the last, so the products' inner loops carry no guards (2-3x
-  // faster than reading each key clamped). Keys fewer than a tile: known when compiling, keys
+  // A tile's first key: origin + t·tile. A partial tile that would pass the last key is moved back
+  // to end at it (its keys before its own first are masked, own_key): the per-tile Funcs then have
+  // a static size and read no key past the last, so the products' inner loops carry no guards
+  // (2-3x faster than reading each key clamped). Keys fewer than a tile: known when compiling, keys
   // past the last are read at the last one (read_key); known at the call only, the tile starts
   // at key 0 and reads past the last key (inputs are read clamped, lower.cpp; Kᵀ's storage is
-  // padded, flash_cpu_schedule), the scores there masked.
+  // padded, flash_cpu_schedule), the scores there masked. Full tiles lie inside the keys; from an
+  // origin the same clamp (a no-op there) keeps bounds inference near them.
+  Expr own_first_key(const flash_step& st) const { return key_origin() + f_.t * st.tile; }
   Expr first_key(const flash_step& st, bool partial) const {
-    const Expr own = f_.t * st.tile;
-    return partial && !clamps_keys(st) ? max(min(own, p_.nk - st.tile), 0) : own;
+    const Expr own = own_first_key(st);
+    const bool clamped = partial ? !clamps_keys(st) : !is_const_zero(key_origin());
+    return clamped ? max(min(own, p_.nk - st.tile), 0) : own;
   }
   bool clamps_keys(const flash_step& st) const {
     const auto keys = Internal::as_const_int(p_.nk);
@@ -205,7 +217,7 @@ class builder {
     const Expr q = f_.qt * f_.q_rows + f_.qi;
     const Expr kv = first_key(st, partial) + f_.kvi;
     const flash_problem::scored sc = p_.score(lead_row_major(), q, read_key(st, partial, kv), st.pairwise);
-    const Expr own_key = f_.t * st.tile <= kv && kv < p_.nk;  // partial tiles: the tile's keys that exist
+    const Expr own_key = own_first_key(st) <= kv && kv < p_.nk;  // partial tiles: the tile's keys that exist
     st.score = Func(kind + "_score");
     st.keys = RDom(0, st.tile, kind + "_keys");
     if (!p_.normalised) {
@@ -285,6 +297,7 @@ class builder {
   }
 
   const flash_problem& p_;
+  const bool from_band_;
   flash_funcs f_;
   const Var mask_q{"mask_q"}, mask_kv{"mask_kv"};  // the query and key a mask's predicate is analysed at
 };
@@ -292,8 +305,8 @@ class builder {
 }  // namespace
 
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
-                            int state_lanes) {
-  return builder(p, q_tile, kv_tile, partial_tile, vector, state_lanes).run();
+                            int state_lanes, bool tiles_from_band) {
+  return builder(p, q_tile, kv_tile, partial_tile, vector, state_lanes, tiles_from_band).run();
 }
 
 }  // namespace attn::gen

@@ -6,7 +6,9 @@
 // Softmax-free attention (flash_problem::normalised false: sigmoid, ReLU attention) runs the same
 // loops with the weights f(S) in place of the probabilities and a plain sum Σ f(S)·V as the state.
 //
-// Key tiles come in two kinds (mask_bounds.hpp): full tiles skip the mask predicate, partial
+// Key tiles start at key 0, or (CPU) at the query tile's first kept key, rounded down to a
+// vector: key 0 but for banded masks such as a sliding window, whose query tiles then compute ~5%
+// fewer keys. They come in two kinds (mask_bounds.hpp): full tiles skip the mask predicate, partial
 // tiles evaluate it; tiles the mask removes entirely are never visited. Both kinds are one
 // update of the same state, so their order does not matter. Partial tiles may be smaller (a
 // divisor of the full tile): where a mask's edge or the last key cuts a full tile, only the
@@ -111,12 +113,18 @@ struct flash_funcs {
   Halide::Expr q_rows;       // rows per query tile: q_tile, or N_Q where few_queries holds
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
   bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)
+  // Key tiles start at each query tile's first kept key (a window's band; mask_bounds.hpp's
+  // first_kept_key), not at key 0: bounds inference then sizes a copy of K shared by the query
+  // tiles loosely (a few tiles past the keys), so its storage cannot be bounded to them.
+  bool tiles_follow_band = false;
 };
 
 // partial_tile divides kv_tile (0: kv_tile); both are multiples of vector. state_lanes > 0 packs the
 // state (flash_funcs::state) where V's width is static and a multiple of it and there is a softmax;
-// otherwise, or with 0, the state is over dv.
+// otherwise, or with 0, the state is over dv. tiles_from_band: key tiles start at each query
+// tile's first kept key (flash_funcs::tiles_follow_band), else at key 0 (the GPU schedules, which
+// unroll a tile's keys: from a band's start bounds inference cannot prove the extent constant).
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
-                            int state_lanes = 0);
+                            int state_lanes = 0, bool tiles_from_band = false);
 
 }  // namespace attn::gen

@@ -188,7 +188,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
-  if (!s.stage_kv)
+  if (!s.stage_kv && !f.tiles_follow_band)
     // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
     // whose region bounds inference still counts).
     for (stage& pw : f.full.pairwise) pad_right_operand(pw, max(f.nk, f.kv_tile));

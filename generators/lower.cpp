@@ -431,7 +431,7 @@ class lowering {
       p.few_queries = few_queries_ = simplify(p.nq <= p.few_rows);
     }
     out_.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads)
-                             : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0));
+                             : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0, true));
     few_queries_ = Expr();
     if (options_.with_lse) {
       out_.lse = out_.flash.back().lse;

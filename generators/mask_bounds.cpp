@@ -41,7 +41,8 @@ class reads_as_symbols : public Internal::IRMutator {
 
 // Comparisons of float sums of integers and integral constants (float32(q) + 3.0f < float32(kv))
 // as integer comparisons, the form the solver can invert (indices reach masks as floats). Exact
-// while the values stay below 2^24; used only to size tiles (kept_band), never to skip work.
+// while the values stay below 2^24: kept_band may use it anywhere, kv_tiles_kept (which skips
+// work by it) only where every such float is an integer (integral_floats).
 class integer_comparisons : public Internal::IRMutator {
  public:
   using IRMutator::visit;
@@ -135,19 +136,23 @@ class integral_floats : public Internal::IRVisitor {
 }  // namespace
 
 kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last,
-                             const Expr& nk, int kv_tile, const Expr& t) {
+                             const Expr& nk, int kv_tile, const Expr& t, const Expr& origin) {
   const Var tile_var("kv_tile_index");
   Internal::Scope<Interval> tile;
   tile.push(q.name(), Interval(q_first, q_last));
-  tile.push(kv.name(), Interval(tile_var * kv_tile, tile_var * kv_tile + (kv_tile - 1)));
-  const Expr tiles = (nk + (kv_tile - 1)) / kv_tile;
+  const Expr first = origin + tile_var * kv_tile;
+  tile.push(kv.name(), Interval(first, first + (kv_tile - 1)));
+  const Expr tiles = (nk - origin + (kv_tile - 1)) / kv_tile;
 
   // Necessary for some (q, kv) of the tile to be kept; sufficient for all to be kept.
   reads_as_symbols symbolic(q.name(), kv.name());
-  const Expr keep_symbolic = symbolic.mutate(keep);
+  const Expr symbols_for_reads = symbolic.mutate(keep);
   integral_floats floats(q.name(), kv.name());
-  keep_symbolic.accept(&floats);
+  symbols_for_reads.accept(&floats);
   if (!floats.exact) return {Internal::const_true(), Internal::const_false(), Expr(0), tiles};  // every tile, partial
+  // Integer comparisons, equal to the float ones below 2^23 (integral_floats), and the solver can
+  // invert them: a window's tiles get loop bounds, its first key (first_kept_key) a bound at all.
+  const Expr keep_symbolic = integer_comparisons().mutate(symbols_for_reads);
   const Expr some = Internal::simplify(Internal::or_condition_over_domain(keep_symbolic, tile));
   const Expr all = Internal::simplify(Internal::and_condition_over_domain(keep_symbolic && kv < nk, tile));
   const Interval may = Internal::solve_for_outer_interval(some, tile_var.name());
@@ -160,6 +165,13 @@ kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, cons
   r.hi = may.has_upper_bound() && !may.is_empty() ? symbolic.restore(Internal::simplify(min(may.max + 1, tiles))) : tiles;
   if (may.is_empty()) r.hi = r.lo;
   return r;
+}
+
+Expr first_kept_key(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last, const Expr& nk,
+                    int align) {
+  // Tiles of one key: the first that may hold a kept key (kv_tiles_kept's bounds are outer bounds).
+  const Expr first = kv_tiles_kept(keep, q, kv, q_first, q_last, nk, 1, Expr(0)).lo;
+  return Internal::simplify(first / align * align);
 }
 
 namespace {

@@ -9,7 +9,8 @@
 
 namespace attn::gen {
 
-// Key tiles by index t (keys [t·kv_tile, (t+1)·kv_tile)), for one query tile, as conditions on t:
+// Key tiles by index t (keys [origin + t·kv_tile, origin + (t+1)·kv_tile)), for one query tile, as
+// conditions on t:
 //   some  the tile may hold a kept key (when false, the tile is skipped);
 //   all   every key of the tile is kept and inside the keys (no predicate needed).
 // `all` implies `some`. [lo, hi) bounds the tiles where `some` may hold, where the solver finds
@@ -20,10 +21,18 @@ struct kv_tile_ranges {
 };
 
 // keep: the mask's predicate in the Vars q and kv (and any other symbols, e.g. a length read
-// per batch item); queries of the tile are [q_first, q_last]; there are nk keys; t is the tile.
+// per batch item); queries of the tile are [q_first, q_last]; there are nk keys; t is the tile;
+// origin (>= 0, first_kept_key) is where the query tile's key tiles start.
 kv_tile_ranges kv_tiles_kept(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv,
                              const Halide::Expr& q_first, const Halide::Expr& q_last, const Halide::Expr& nk, int kv_tile,
-                             const Halide::Expr& t);
+                             const Halide::Expr& t, const Halide::Expr& origin = 0);
+
+// A key no query of [q_first, q_last] keeps any key before, rounded down to a multiple of `align`
+// (>= 0; 0 where the predicate is not analysed): a sliding window's query tile starts its key
+// tiles at its band, not at a multiple of the tile (a window of 256 and query tiles of 24 rows
+// compute ~288 keys per row instead of ~341 with tiles of 64 at multiples of 64).
+Halide::Expr first_kept_key(const Halide::Expr& keep, const Halide::Var& q, const Halide::Var& kv,
+                            const Halide::Expr& q_first, const Halide::Expr& q_last, const Halide::Expr& nk, int align);
 
 // How many consecutive keys one query keeps at most, when the predicate bounds that by a
 // constant (a sliding window of w keeps w, whatever the length); 0 when the kept keys grow with
