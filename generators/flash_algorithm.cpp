@@ -18,7 +18,7 @@ class builder {
  public:
   builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector, int state_lanes,
           bool tiles_from_band)
-      : p_(p), from_band_(tiles_from_band) {
+      : p_(p) {
     f_.q_tile = q_tile;
     f_.kv_tile = kv_tile;
     f_.full.tile = kv_tile;
@@ -55,6 +55,10 @@ class builder {
       const RDom d(0, p.dv_extent, "value_columns" + p.suffix);
       f_.values_finite() = maximum(p.value_exponents(d)) < Expr(exponent_of_nonfinite);
     }
+    // Where the query tile's key tiles start: its first kept key, a whole vector (0 for causal,
+    // key padding, no mask; a window's band start). Solved once, read by every tile's definition.
+    if (tiles_from_band)
+      origin_ = first_kept_key(keep_at(mask_q, mask_kv), mask_q, mask_kv, first_query(), last_query(), p_.nk, f_.vector);
   }
 
   flash_funcs run() {
@@ -77,7 +81,7 @@ class builder {
     const Expr enclosing_full = tile_ranges(tp / (f_.kv_tile / pt), f_.kv_tile).all;
     f_.partial.r.where(partial.lo <= tp && tp < partial.hi && partial.some && !enclosing_full);
     f_.band = band();
-    f_.tiles_follow_band = !is_const_zero(key_origin());
+    f_.tiles_follow_band = !is_const_zero(origin_);
     f_.diagonal = diagonal();
 
     f_.state = Func("flash_state" + p_.suffix);
@@ -174,13 +178,7 @@ class builder {
   Expr first_query() const { return f_.qt * f_.q_rows; }
   Expr last_query() const { return min(first_query() + f_.q_rows, p_.nq) - 1; }
   kv_tile_ranges tile_ranges(const Expr& t, int tile) const {
-    return kv_tiles_kept(keep_at(mask_q, mask_kv), mask_q, mask_kv, first_query(), last_query(), p_.nk, tile, t, key_origin());
-  }
-  // Where the query tile's key tiles start: its first kept key, a whole vector (0 for causal,
-  // key padding, no mask; a window's band start).
-  Expr key_origin() const {
-    if (!from_band_) return 0;
-    return first_kept_key(keep_at(mask_q, mask_kv), mask_q, mask_kv, first_query(), last_query(), p_.nk, f_.vector);
+    return kv_tiles_kept(keep_at(mask_q, mask_kv), mask_q, mask_kv, first_query(), last_query(), p_.nk, tile, t, origin_);
   }
   bool keeps_every_key() const { return is_const_one(simplify(keep_at(mask_q, mask_kv))); }
   bool diagonal() const { return kept_edge_follows_query(keep_at(mask_q, mask_kv), mask_q, mask_kv); }
@@ -194,10 +192,10 @@ class builder {
   // at key 0 and reads past the last key (inputs are read clamped, lower.cpp; Kᵀ's storage is
   // padded, flash_cpu_schedule), the scores there masked. Full tiles lie inside the keys; from an
   // origin the same clamp (a no-op there) keeps bounds inference near them.
-  Expr own_first_key(const flash_step& st) const { return key_origin() + f_.t * st.tile; }
+  Expr own_first_key(const flash_step& st) const { return origin_ + f_.t * st.tile; }
   Expr first_key(const flash_step& st, bool partial) const {
     const Expr own = own_first_key(st);
-    const bool clamped = partial ? !clamps_keys(st) : !is_const_zero(key_origin());
+    const bool clamped = partial ? !clamps_keys(st) : !is_const_zero(origin_);
     return clamped ? max(min(own, p_.nk - st.tile), 0) : own;
   }
   bool clamps_keys(const flash_step& st) const {
@@ -297,9 +295,9 @@ class builder {
   }
 
   const flash_problem& p_;
-  const bool from_band_;
   flash_funcs f_;
   const Var mask_q{"mask_q"}, mask_kv{"mask_kv"};  // the query and key a mask's predicate is analysed at
+  Expr origin_ = 0;  // the query tile's first key tile starts here (flash_attention's tiles_from_band)
 };
 
 }  // namespace
