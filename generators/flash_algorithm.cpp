@@ -259,7 +259,7 @@ class builder {
   // key's value is never multiplied (0·NaN would be NaN).
   void define_pv(flash_step& st, const std::string& kind, const Func& weights, bool partial) {
     const Expr p = weights(tile_args({st.keys.x}, f_.t));
-    const Expr value = p_.value(lead_row_major(), read_key(st, partial, first_key(st, partial) + st.keys.x), f_.dv);
+    const Expr value = p_.value(lead_row_major(), read_key(st, partial, first_key(st, partial) + st.keys.x), f_.dv, !partial);
     st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     st.pv(pv_at) = 0.0f;

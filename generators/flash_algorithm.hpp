@@ -63,7 +63,9 @@ struct flash_problem {
   std::function<scored(const std::vector<Halide::Expr>& lead, const Halide::Expr& q, const Halide::Expr& kv,
                        std::vector<stage>& pairwise)>
       score;
-  std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& kv, const Halide::Expr& d)> value;
+  // V at (lead..., kv, d); `inside`: kv is known to lie inside the keys, read without a clamp.
+  std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& kv, const Halide::Expr& d, bool inside)>
+      value;
 };
 
 // One kind of key tile: the update of the state that folds it in, and the Funcs computed per tile.

@@ -266,7 +266,9 @@ class lowering {
         const int dim = static_cast<int>(n.shape.size() - 1 - k);
         const Expr size = n.shape[k].size > 0 || bound_.contains(n.shape[k].name) ? extent(n.shape[k].name, n.shape[k].size)
                                                                                 : params_.at(i).dim(dim).extent();
-        idx[k] = clamp(idx[k], 0, size - 1);
+        // Keys of full tiles lie inside whenever the tile runs (mask_bounds.hpp): no clamp to
+        // compute, only bounds inference to tell (it bounds the empty tile loop of N_KV < kv_tile).
+        idx[k] = keys_inside_ ? unsafe_promise_clamped(idx[k], 0, size - 1) : clamp(idx[k], 0, size - 1);
       }
     return idx;
   }
@@ -414,11 +416,15 @@ class lowering {
       std::tie(pairwise_, pair_q_, pair_kv_) = saved;
       return sc;
     };
-    p.value = [this, m](const std::vector<Expr>& lead, const Expr& kv, const Expr& d) {
+    p.value = [this, m](const std::vector<Expr>& lead, const Expr& kv, const Expr& d, bool inside) {
       std::vector<Expr> idx = lead_index(g_.at(m.values).shape, lead);
       idx.push_back(kv);
       idx.push_back(d);
-      return value(m.values, idx, {});
+      const bool saved = keys_inside_;
+      keys_inside_ = inside;
+      const Expr v = value(m.values, idx, {});
+      keys_inside_ = saved;
+      return v;
     };
     p.with_lse = options_.with_lse;
     p.normalised = m.normalised();
@@ -566,6 +572,7 @@ class lowering {
   std::map<int, attention_match> softmax_free_;  // softmax-free attentions, fused or not, by combine node
   std::set<int> transparent_;                  // masks evaluated as a fused score's `keep`, not as -inf
   std::set<std::string_view> tiled_dims_;     // query and key dims of fused attentions
+  bool keys_inside_ = false;  // reading V at keys of full tiles: promised, not clamped
   std::vector<stage>* pairwise_ = nullptr;    // while evaluating a fused score: its per-pair Funcs
   Expr few_queries_;                          // while lowering a fused attention: flash_problem::few_queries
   std::string_view pair_q_, pair_kv_;
