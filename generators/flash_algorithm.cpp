@@ -243,7 +243,10 @@ class builder {
 
     const Expr s = st.score(tile_args({f_.kvi}, f_.t));
     st.prob = Func(kind + "_prob");
-    st.prob(tile_args({f_.kvi}, f_.t)) = select(is_no_score(s), 0.0f, exp_below_max(s, st.max(tile_args({}, f_.t))));
+    // A masked score (no_score) weighs 0: below its row's max by more than exp_below_max keeps, or,
+    // in a row of the tile without a kept key (max no_score), less the largest float (-inf).
+    const Expr row_max = st.max(tile_args({}, f_.t));
+    st.prob(tile_args({f_.kvi}, f_.t)) = exp_below_max(s, select(is_no_score(row_max), -no_score(), row_max));
 
     st.sum_lanes = Func(kind + "_sum_lanes");
     st.sum_lanes(tile_args({f_.lane}, f_.t)) = 0.0f;
