@@ -139,7 +139,7 @@ class lowering {
 
   // x / y. Data (a score, a tensor's values) divided by a constant is a product with its
   // reciprocal, within an ulp of the quotient and alike for ±inf, NaN and 0 (softcap's score / cap:
-  // a vector division per score made softcap + causal about 1.1x slower). Index arithmetic keeps
+  // a vector division per score made softcap + causal 1.04-1.06x slower). Index arithmetic keeps
   // its exact division (q_idx / 6 in a predicate must keep the same keys as the user's formula).
   Expr divided(const ir::node& n, const Expr& x, const Expr& y) const {
     const ir::node& divisor = g_.at(n.args[1]);

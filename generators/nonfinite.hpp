@@ -71,8 +71,8 @@ inline Halide::Expr is_no_score(const Halide::Expr& s) { return Halide::strict_f
 // slower than causal on an Intel Xeon; 1.0x with denormals flushed).
 constexpr float smallest_weight_exponent = -64.0f;
 
-// exp(s - max) for s <= max, 0 where s - max < smallest_weight_exponent (masked scores get 0 by
-// the caller's select); NaN when s - max is NaN (a NaN score, or +inf - +inf): added as x - x,
+// exp(s - max) for s <= max, 0 where s - max < smallest_weight_exponent (so also for a masked
+// score, -inf or no_score, below a finite max); NaN when s - max is NaN (a NaN score, or +inf - +inf): added as x - x,
 // which is 0 for every finite x, so no fast-math rewrite of the exp can lose it.
 inline Halide::Expr exp_below_max(const Halide::Expr& s, const Halide::Expr& max) {
   // s - max strictly: it is -inf or NaN for masked or non-finite scores, which fast math assumes away.
