@@ -1,5 +1,7 @@
 #include "flash_cpu_schedule.hpp"
 
+#include <algorithm>
+
 #include "fuse_loops.hpp"
 
 namespace attn::gen {
@@ -54,7 +56,8 @@ void transpose_per_tile(Func t, const LoopLevel& tile, const flash_schedule& s) 
       .unroll(di);
 }
 
-void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s, int rows) {
+void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, const flash_schedule& s, int rows,
+                       int keys) {
   if (st.tile_transpose.defined()) transpose_per_tile(st.tile_transpose, tile, s);
   // At most one tile's keys and one block's rows: without the bound, the clamps at the last
   // row and key make Halide size it dynamically (a heap allocation per block).
@@ -63,7 +66,9 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const LoopLevel& tile, co
   if (st.kind == stage::product) {
     const bool staged = s.stage_kv && st.right_operand.defined();
     if (staged) stage_right_operand(st, tile, s);
-    register_tile(st.func.update(), st.vars[0], st.vars[1], st.reduction.x, s.vector, s.kv_vectors, s.q_unroll,
+    // A register tile no wider than the step's key tile (a wider one would run guarded).
+    const int vectors = std::max(1, std::min(s.kv_vectors, keys / s.vector));
+    register_tile(st.func.update(), st.vars[0], st.vars[1], st.reduction.x, s.vector, vectors, s.q_unroll,
                   staged ? key_blocks_outside : rows_outside);
   } else if (st.kind == stage::softmax_row) {
     for (Func helper : {st.row_max, st.row_exp, st.row_sum}) helper.compute_at(at);
@@ -99,7 +104,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     u.reorder(column, f.qi, step.r.x);
   }
 
-  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s, row_blocks ? s.row_block : f.q_tile);
+  for (stage& pw : step.pairwise) schedule_pairwise(pw, at, tile, s, row_blocks ? s.row_block : f.q_tile, step.tile);
   // Softmax-free attention has the scores (its weights) and P·V only: no max, probabilities or sum.
   const bool normalised = step.prob.defined();
   for (Func per_key : {step.score, step.prob})
@@ -109,7 +114,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
       lanes.compute_at(at).vectorize(f.lane);
       lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
     }
-    for (Func row : {step.max, step.sum}) row.compute_at(at);
+    for (Func row : {step.max, step.sum}) row.compute_at(at).update().unroll(step.lanes.x);
   }
   // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
   // which would put the buffers on the heap (a malloc per tile); they are 1.

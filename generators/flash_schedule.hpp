@@ -47,7 +47,8 @@ int register_budget(int vector);
 int pv_tile_vectors(const flash_schedule& s, std::int64_t dv);
 
 // The default for a mask that keeps at most `band` consecutive keys per query (a sliding window):
-// key tiles about a quarter of the band, so most visited tiles are full and few keys are wasted.
+// key tiles about a quarter of the band, so most visited tiles are full and few keys are wasted;
+// partial tiles (at the band's edges) at most half a key tile.
 flash_schedule banded(flash_schedule s, std::int64_t band);
 
 // The default for a mask whose kept keys end (or start) at an edge that moves with the query
