@@ -23,7 +23,7 @@ int main() {
   std::puts(k.compiled().describe().c_str());
   // path=fused attention=softmax(mask(score))·V schedule=[q_tile=24 kv_tile=256 partial_tile=64 q_unroll=6 kv_vectors=4 vector=16 stage_kv=0 pv_keys=0 row_block=6 pv_rows=0 pack_state=1] source=default
   auto g = attn::jit(y, {.path = attn::lowering::generic});     // materialises scores and weights
-  auto t = attn::jit(y, {.schedule = "q_tile=32 kv_tile=128 q_unroll=4"});  // other parameters
+  auto t = attn::jit(y, {.schedule = "q_tile=32 kv_tile=128 q_unroll=4"});  // these; the rest as default
   // [end snippet]
   std::puts(g.compiled().describe().c_str());
   std::puts(t.compiled().describe().c_str());

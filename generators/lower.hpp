@@ -45,6 +45,9 @@ struct lowering_options {
   bool fused = false;
   flash_schedule tiles{};
   bool default_tiles = false;  // tiles are the default: lower_and_schedule may fit them to the masks (fitted_to_mask())
+  // Parameters given as text (jit_options::schedule, flash_schedule.hpp): they replace those of the
+  // default fitted to the masks, the others keep it (`tiles` is then that default, unfitted).
+  std::string given_tiles;
   bool with_lse = false;       // define lowered::lse (the graph has exactly one softmax: the caller checks)
   std::optional<flash_gpu_schedule> gpu;  // a GPU target's fused schedule: its tiles replace `tiles`
 };

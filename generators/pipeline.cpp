@@ -1,6 +1,7 @@
 #include "pipeline.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "cpu_schedule.hpp"
 #include "flash_cpu_schedule.hpp"
@@ -18,12 +19,20 @@ lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering
     band = std::max(band, f.band);
     diagonal = diagonal || f.diagonal;
   }
-  if (options.default_tiles) {
-    // The GPU schedules are fitted to bands only (query tiles along a diagonal not measured there).
-    if (options.gpu) used.gpu = banded(*options.gpu, band);
-    else used.tiles = fitted_to_mask(options.tiles, band, diagonal);
-    if (used.gpu != options.gpu || used.tiles != options.tiles) l = lower(g, bound, used);
+  // The GPU schedules are fitted to bands only (query tiles along a diagonal not measured there).
+  if (options.gpu && options.default_tiles) {
+    used.gpu = banded(*options.gpu, band);
+  } else if (!options.gpu && (options.default_tiles || !options.given_tiles.empty())) {
+    used.tiles = fitted_to_mask(options.tiles, band, diagonal);
+    if (!options.given_tiles.empty()) {
+      try {
+        used.tiles = parse_flash_schedule(options.given_tiles, used.tiles);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string(e.what()) + " (over this kernel's default: " + to_string(used.tiles) + ")");
+      }
+    }
   }
+  if (used.gpu != options.gpu || used.tiles != options.tiles) l = lower(g, bound, used);
   l.tiles = used.tiles;
   l.gpu = used.gpu;
   return l;

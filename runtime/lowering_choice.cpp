@@ -62,7 +62,10 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
     if (!l.fused) throw compile_error("schedule '" + o.schedule + "': schedule parameters apply to the fused path only, and this kernel is generic");
     try {
       if (l.gpu) l.gpu = gen::parse_flash_gpu_schedule(o.schedule, *l.gpu);
-      else if (!autoscheduled) l.tiles = gen::parse_flash_schedule(o.schedule, l.tiles);
+      else if (!autoscheduled) {
+        gen::parse_flash_schedule(o.schedule, l.tiles);  // checked now; applied over the default fitted to the masks
+        l.given_tiles = o.schedule;
+      }
       else gen::autoscheduler_of(o.schedule);  // checks the name
     } catch (const std::invalid_argument& e) {
       throw compile_error(e.what());

@@ -239,6 +239,19 @@ BOOST_AUTO_TEST_CASE(banded_masks_get_smaller_default_tiles) {
   o.default_tiles = false;
   const attn::gen::lowered given = attn::gen::lower_and_schedule(to_ir(attention(sliding_window(s, 256))), {}, o, target);
   BOOST_TEST(given.tiles.kv_tile == o.tiles.kv_tile);
+  // Parameters given as text replace the fitted default's; the others keep it.
+  o.given_tiles = "partial_tile=16 q_unroll=4";
+  const attn::gen::lowered some = attn::gen::lower_and_schedule(to_ir(attention(sliding_window(s, 256))), {}, o, target);
+  BOOST_TEST(some.tiles.partial_tile == 16);
+  BOOST_TEST(some.tiles.q_unroll == 4);
+  BOOST_TEST(some.tiles.kv_tile == 64);
+  BOOST_TEST(some.tiles.q_tile == 24);
+  BOOST_TEST(some.flash.at(0).kv_tile == 64);
+  o.given_tiles = "partial_tile=128";  // valid over the unfitted default's 256 keys, not over the window's 64
+  BOOST_CHECK_EXCEPTION(attn::gen::lower_and_schedule(to_ir(attention(sliding_window(s, 256))), {}, o, target),
+                        std::invalid_argument, [](const std::invalid_argument& e) {
+                          return std::string(e.what()).find("over this kernel's default") != std::string::npos;
+                        });
 }
 
 // The online softmax's exp (generators/fast_math.hpp), vectorised as in the kernels, against

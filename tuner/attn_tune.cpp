@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--autoschedulers", autos, "Halide autoschedulers tried as candidates ('none': no autoscheduler)")
       ->delimiter(',')
       ->default_str(join(attn::gen::autoscheduler_names()));
-  app.add_option("--schedule", given, "a schedule to try too (repeatable), e.g. 'q_tile=24 kv_tile=192'");
+  app.add_option("--schedule", given, "a schedule to try too (repeatable), e.g. 'q_tile=24 kv_tile=192' (parameters not given: the default's)");
   app.add_flag("--no-search", no_search, "only the default, the autoschedulers and the schedules given");
   app.add_flag("--dry-run", dry_run, "do not write the database");
   app.add_option("--summary", summary_file, "append one JSON line per case to this file (scripts/tune_bench.sh)");
