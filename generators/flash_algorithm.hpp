@@ -75,7 +75,7 @@ struct flash_step {
   int update = 0;  // the state's update index
   std::vector<stage> pairwise;
   Halide::Func score, max_lanes, max, prob, sum_lanes, sum, pv;  // softmax-free: score (the weights) and pv only
-  Halide::RDom lanes, in_lane, keys;  // reductions: across lanes, along a lane, over a tile's keys
+  Halide::RDom lanes, in_lane, keys;  // reductions: across lanes (the sum; the max is a tree), along a lane, over a tile's keys
 };
 
 struct flash_funcs {

@@ -114,7 +114,8 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
       lanes.compute_at(at).vectorize(f.lane);
       lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
     }
-    for (Func row : {step.max, step.sum}) row.compute_at(at).update().unroll(step.lanes.x);
+    step.max.compute_at(at);
+    step.sum.compute_at(at).update().unroll(step.lanes.x);
   }
   // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
   // which would put the buffers on the heap (a malloc per tile); they are 1.
