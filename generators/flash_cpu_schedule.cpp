@@ -110,10 +110,10 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   for (Func per_key : {step.score, step.prob})
     if (per_key.defined()) per_key.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
   if (normalised) {
-    // A row's lane maxima stay in a register, reduced across it where computed (stored and read
-    // back one lane at a time they were 16 loads and 15 maxes a row and tile).
+    // A row's lane maxima and sums stay in a register, reduced across it where computed (stored and
+    // read back one lane at a time, the maxima were 16 loads and 15 maxes a row and tile).
     step.max_lanes.compute_at(step.max, f.qi);
-    step.sum_lanes.compute_at(at);
+    step.sum_lanes.compute_at(step.sum, f.qi);
     for (Func lanes : {step.max_lanes, step.sum_lanes}) {
       lanes.vectorize(f.lane);
       lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
