@@ -14,47 +14,65 @@ Halide::Expr let_bound(const Halide::Expr& value, const Use& use) {
   return Let::make(name, value, use(Variable::make(value.type(), name)));
 }
 
-// x = n·ln 2 + r for x <= 0: n = round(x / ln 2), r = x - n·ln 2 (two-part ln 2, so r is exact to
-// float, |r| <= ln 2 / 2), 2^n built in the exponent bits. Below x ≈ -87.7 (n = -127) 2^n is exactly
-// 0, never a denormal: tiny weights would make P·V's products denormal, which x86 computes a
-// hundred times slower (ALiBi far from the diagonal).
+// x = n·ln 2 + r with n = round(x_n / ln 2), and 2^n built in the exponent bits, for x_n in [-87.3, 0]
+// (below, n + 127 < 0 and the bits are garbage, never a trap): x_n is x, or x clamped by a caller
+// that needs 2^n = 0 below (n = -127 gives 0 bits, never a denormal). r comes from x itself, so a
+// NaN x gives a NaN r. Passed to use() so that both parts share one rounding.
 struct reduced_exponent {
   Halide::Expr r, two_to_n;
 };
-inline reduced_exponent reduce_nonpositive(const Halide::Expr& x) {
+template <class Use>
+Halide::Expr with_reduced_exponent(const Halide::Expr& x, const Halide::Expr& x_n, const Use& use) {
   using namespace Halide;
-  // Adding 1.5·2^23 rounds t to an integer (to nearest) in the low bits of the sum: n as a float
-  // and as an integer in 2 instructions, no round or convert. Strict, so no rewrite folds it away.
-  const float magic = 12582912.0f;
-  const Expr shifted = strict_float(max(x, -88.0f) * 1.44269504f + magic);
-  const Expr n = strict_float(shifted - magic);
-  const Expr r = (x - n * 0.693145751953125f) - n * 1.42860677e-6f;
-  // n in [-127, 0] (x is clamped above), so n + 127 fits the exponent field; -127 gives 0. Unsigned
-  // arithmetic: for a NaN x the bits are garbage but defined, and r is NaN anyway.
-  const Expr n_plus_bias = reinterpret<uint32_t>(shifted) - Expr(0x4B400000u - 127u);  // 0x4B400000: magic's bits
-  return {r, reinterpret<float>(n_plus_bias << 23)};
+  // Adding 1.5·2^23 rounds x / ln 2 to an integer (to nearest) in the low bits of the sum, and the
+  // + 127 biases it as the exponent field wants: shifted left by 23 those bits are 2^n, the magic's
+  // own bits fall off the top. The sum may be an FMA (one rounding); n is taken back strictly, so
+  // no rewrite folds (y + magic) - magic into y.
+  const float magic = 12582912.0f + 127.0f;
+  return let_bound(x_n * 1.44269504f + magic, [&](const Expr& shifted) {
+    const Expr n = strict_float(shifted - magic);
+    const Expr r = (x - n * 0.693145751953125f) - n * 1.42860677e-6f;  // ln 2 in two parts
+    return use(reduced_exponent{r, reinterpret<float>(reinterpret<uint32_t>(shifted) << 23)});
+  });
 }
 
-// e^r - 1 for |r| <= ln 2 / 2 by its Taylor polynomial to r⁷ (relative error below 1e-8).
-inline Halide::Expr taylor_expm1(const Halide::Expr& r) {
-  Halide::Expr p = 1.0f / 5040;
-  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f}) p = p * r + c;
-  return p * r;
+// (e^r - 1) / r for |r| <= ln 2 / 2: a degree-5 polynomial fitted for the relative error of e^r - 1
+// (2.2·2^-24 at most) and of e^r = 1 + r·q (1.1·2^-24 with float rounding; Taylor's to r⁷ is 1.1,
+// one FMA more).
+inline Halide::Expr expm1_quotient(const Halide::Expr& r) {
+  Halide::Expr q = 1.38888718e-3f;
+  for (float c : {8.36906862e-3f, 4.16671373e-2f, 1.66665062e-1f, 4.99999970e-1f, 1.0f}) q = q * r + c;
+  return q;
+}
+
+// e^x for x in [-87.3, 0]; below, unspecified (garbage, never a trap): for callers that replace
+// those lanes anyway (a softmax's negligible weights), one clamp less. NaN for NaN.
+inline Halide::Expr exp_nonpositive_unclamped(const Halide::Expr& x) {
+  return let_bound(x, [](const Halide::Expr& v) {
+    return with_reduced_exponent(v, v, [](const reduced_exponent& e) { return (expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n; });
+  });
 }
 
 // e^x for finite x <= 0 (what the softmax needs: a score minus its row's maximum, clamped by the
-// caller), NaN for NaN; exactly 0 below x ≈ -87.7. About 16 vector instructions; Halide's exp
-// takes about 22 (it also covers x > 0 and underflow).
+// caller), NaN for NaN; exactly 0 below x ≈ -87.3 (n = -127 gives 0 bits, never a denormal: tiny
+// weights would make P·V's products denormal, which x86 computes a hundred times slower). About
+// 14 vector instructions; Halide's exp takes about 22 (it also covers x > 0 and underflow).
 inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
-  const reduced_exponent e = reduce_nonpositive(x);
-  return (taylor_expm1(e.r) + 1.0f) * e.two_to_n;
+  return let_bound(x, [](const Halide::Expr& v) {
+    return with_reduced_exponent(v, Halide::max(v, -88.0f), [](const reduced_exponent& e) {
+      return (expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n;
+    });
+  });
 }
 
 // e^x - 1 for finite x <= 0, NaN for NaN, accurate near 0 (where e^x - 1 would cancel):
-// (e^r - 1)·2^n + (2^n - 1), both terms exact or of one sign; -1 below x ≈ -87.7.
+// (e^r - 1)·2^n + (2^n - 1), both terms exact or of one sign; -1 below x ≈ -87.3.
 inline Halide::Expr expm1_nonpositive(const Halide::Expr& x) {
-  const reduced_exponent e = reduce_nonpositive(x);
-  return taylor_expm1(e.r) * e.two_to_n + (e.two_to_n - 1.0f);
+  return let_bound(x, [](const Halide::Expr& v) {
+    return with_reduced_exponent(v, Halide::max(v, -88.0f), [](const reduced_exponent& e) {
+      return expm1_quotient(e.r) * e.r * e.two_to_n + (e.two_to_n - 1.0f);
+    });
+  });
 }
 
 // tanh(x) = -m / (2 + m) with m = e^{-2|x|} - 1, signed as x: float accuracy everywhere (no

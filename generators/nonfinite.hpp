@@ -78,7 +78,8 @@ inline Halide::Expr exp_below_max(const Halide::Expr& s, const Halide::Expr& max
   // s - max strictly: it is -inf or NaN for masked or non-finite scores, which fast math assumes away.
   return let_bound(Halide::strict_float(s - max), [](const Halide::Expr& x) {
     const Halide::Expr negligible = Halide::strict_float(x < smallest_weight_exponent);
-    const Halide::Expr e = exp_nonpositive(x) + Halide::strict_float(x - x);
+    // Unclamped: the lanes the clamp would matter for (x < -87.3) are negligible, replaced by 0.
+    const Halide::Expr e = exp_nonpositive_unclamped(x) + Halide::strict_float(x - x);
     return Halide::select(negligible, 0.0f, e);
   });
 }
