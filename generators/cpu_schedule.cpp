@@ -53,25 +53,21 @@ void schedule_cpu(lowered& l, const Target& target) {
       }
       case lowered::stage::softmax_row: {
         f.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
-        // The row's helpers computed per row, rows and the outer dims (heads, batch) in two nested
-        // parallel loops: at a row of one fused loop, Halide could not see that the row read is the
-        // row computed, and sized the helpers for every row (a T x T buffer allocated per row).
+        // The row's helpers computed per row (at a row of one loop fused with heads and batch,
+        // Halide sized them for every row: a T x T buffer allocated per row).
         for (Func helper : {st.row_max, st.row_exp, st.row_sum}) {
           if (v.size() >= 2) helper.compute_at(f, v[1]);
           else helper.compute_root();
         }
-        if (v.size() >= 2) f.parallel(v[1]);
-        if (v.size() > 2) f.parallel(fuse_all(f, std::vector<Var>(v.begin() + 2, v.end())));
+        if (v.size() >= 2) parallel_rows(f, v[1], std::vector<Var>(v.begin() + 2, v.end()));
         st.row_exp.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
         break;
       }
       case lowered::stage::row_reduction: {
-        // One row per iteration, its max and sum computed there; rows and the outer dims in two
-        // nested parallel loops, as the softmax's (one fused loop sized the helpers for every row).
+        // One row per iteration, its max and sum computed there, as the softmax's.
         if (v.empty()) break;  // a scalar: the softmax of a vector
         for (Func helper : {st.row_max, st.row_sum}) helper.compute_at(f, v[0]);
-        f.parallel(v[0]);
-        if (v.size() > 1) f.parallel(fuse_all(f, std::vector<Var>(v.begin() + 1, v.end())));
+        parallel_rows(f, v[0], std::vector<Var>(v.begin() + 1, v.end()));
         break;
       }
     }

@@ -45,12 +45,15 @@ inline Halide::Expr expm1_quotient(const Halide::Expr& r) {
   return q;
 }
 
+// e^x from x = n·ln 2 + r with n rounded from x_n (with_reduced_exponent).
+inline Halide::Expr exp_reduced(const Halide::Expr& x, const Halide::Expr& x_n) {
+  return with_reduced_exponent(x, x_n, [](const reduced_exponent& e) { return (expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n; });
+}
+
 // e^x for x in [-87.3, 0]; below, unspecified (garbage, never a trap): for callers that replace
 // those lanes anyway (a softmax's negligible weights), one clamp less. NaN for NaN.
 inline Halide::Expr exp_nonpositive_unclamped(const Halide::Expr& x) {
-  return let_bound(x, [](const Halide::Expr& v) {
-    return with_reduced_exponent(v, v, [](const reduced_exponent& e) { return (expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n; });
-  });
+  return let_bound(x, [](const Halide::Expr& v) { return exp_reduced(v, v); });
 }
 
 // e^x for finite x <= 0 (what the softmax needs: a score minus its row's maximum, clamped by the
@@ -58,11 +61,7 @@ inline Halide::Expr exp_nonpositive_unclamped(const Halide::Expr& x) {
 // weights would make P·V's products denormal, which x86 computes a hundred times slower). About
 // 14 vector instructions; Halide's exp takes about 22 (it also covers x > 0 and underflow).
 inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
-  return let_bound(x, [](const Halide::Expr& v) {
-    return with_reduced_exponent(v, Halide::max(v, -88.0f), [](const reduced_exponent& e) {
-      return (expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n;
-    });
-  });
+  return let_bound(x, [](const Halide::Expr& v) { return exp_reduced(v, Halide::max(v, -88.0f)); });
 }
 
 // e^x - 1 for finite x <= 0, NaN for NaN, accurate near 0 (where e^x - 1 would cancel):

@@ -1,6 +1,6 @@
 #pragma once
 // One loop from several: the schedules fuse outer dims (heads, batch, tiles) into a single
-// parallel loop.
+// parallel loop (rows kept apart: parallel_rows).
 #include <vector>
 #include <Halide.h>
 
@@ -16,6 +16,15 @@ Halide::Var fuse_all(FuncOrStage f, const std::vector<Halide::Var>& vars) {
     acc = fused;
   }
   return acc;
+}
+
+// Rows, and the dims outside them (innermost first: heads, batch), as two nested parallel loops.
+// One loop fused over both would hide from Halide which row an iteration computes: loop
+// partitioning then guards every tile, and helpers computed per row are sized for every row.
+template <class FuncOrStage>
+void parallel_rows(FuncOrStage f, const Halide::Var& rows, const std::vector<Halide::Var>& outer) {
+  f.parallel(rows);
+  if (!outer.empty()) f.parallel(fuse_all(f, outer));
 }
 
 }  // namespace attn::gen

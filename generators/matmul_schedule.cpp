@@ -203,12 +203,8 @@ Func apply_matmul_schedule(const lowered::stage& product, const matmul_schedule&
       Var nb("nb");
       out.split(no, nb, no, (s.col_block + width - 1) / width, guard).reorder(ni, mi, no, mo, nb);
     }
-    // Row blocks and the outer dims (heads, batch) run in parallel as two nested loops: fusing them
-    // would hide the row tail from Halide's loop partitioning, and every tile would then be guarded.
-    if (s.parallel) {
-      out.parallel(mo);
-      if (v.size() > 2) out.parallel(fuse_all(out, std::vector<Var>(v.begin() + 2, v.end())));
-    }
+    // Row blocks apart from the outer dims (heads, batch): fused, every tile would be guarded.
+    if (s.parallel) parallel_rows(out, mo, std::vector<Var>(v.begin() + 2, v.end()));
   } else {
     out.split(n, no, ni, width, guard).vectorize(ni, vec).unroll(ni);
     if (s.parallel) out.parallel(no);
