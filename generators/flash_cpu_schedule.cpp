@@ -124,12 +124,13 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
   // which would put the buffers on the heap (a malloc per tile); they are 1.
   // Rows: a block's, or the query tile's (at most q_tile; fewer rows known only at the call); the
-  // lanes' one row.
+  // lanes, computed per row, one.
   const int block_rows = row_blocks ? s.row_block : f.q_tile;
-  for (Func per_tile : {step.score, step.prob, step.max_lanes, step.sum_lanes, step.max, step.sum, step.pv})
-    if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1).bound_storage(f.qi, block_rows);
-  if (normalised)
-    for (Func lanes : {step.max_lanes, step.sum_lanes}) lanes.bound_storage(f.qi, 1);
+  auto bound_tile = [&](Func per_tile, int rows) {
+    if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1).bound_storage(f.qi, rows);
+  };
+  for (Func per_tile : {step.score, step.prob, step.max, step.sum, step.pv}) bound_tile(per_tile, block_rows);
+  for (Func lanes : {step.max_lanes, step.sum_lanes}) bound_tile(lanes, 1);
   // P·V: dv in registers (pv_tile_vectors: all of V's row where it fits) × pv_rows rows, keys outside.
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
   const int dv_vectors = pv_tile_vectors(s, f.dv_known);
