@@ -50,7 +50,8 @@ class builder {
     // Few queries: one tile of exactly N_Q rows (its register tiles guard the rows past N_Q: one
     // query computed as few_rows = 6 rows was 1.2-1.35x slower, 6 queries as 6 guarded rows 1.07x).
     f_.q_rows = p.few_queries.defined() ? simplify(select(p.few_queries, clamp(p.nq, 1, p.few_rows), q_tile)) : Expr(q_tile);
-    const bool packs = p.normalised && p.dv > 0 && state_lanes > 0 && p.dv % state_lanes == 0;
+    // V's width known when compiling, static or bound (a bound width packs as a static one does).
+    const bool packs = p.normalised && p.dv_known > 0 && state_lanes > 0 && p.dv_known % state_lanes == 0;
     f_.state_lanes = packs ? state_lanes : 0;
     f_.dv = Var("dv");
     f_.q = Var("q");
@@ -170,7 +171,7 @@ class builder {
   std::vector<Expr> state_args() const { return row_args(f_.state_column()); }
 
   // Accumulator elements of the state: one, or V's width in lane vectors (packed).
-  int acc_elements() const { return f_.state_lanes > 0 ? p_.dv / f_.state_lanes : 1; }
+  int acc_elements() const { return f_.state_lanes > 0 ? p_.dv_known / f_.state_lanes : 1; }
 
   // The state's accumulator at V's column d (of the row at state_args' qi, qt, ...).
   Expr accumulated(const Expr& d) const {
@@ -179,7 +180,12 @@ class builder {
     // Where d's vector of lanes is aligned (the output's, from column 0), d / lanes is one element.
     std::vector<Expr> elements;
     for (int j = 0; j < acc_elements(); ++j) elements.push_back(f_.state(row_args(d % lanes))[2 + j]);
-    return mux(d / lanes, elements);
+    const Expr packed = mux(d / lanes, elements);
+    // A width bound (not static) leaves the output unbounded: a column past it is an error, as an
+    // unpacked state bounded to that width makes it, not a column of another vector (mux clamps).
+    if (p_.dv > 0) return packed;
+    return require(d < p_.dv_known, packed, "fused attention: the output has more columns than V's width,",
+                   p_.dv_known, "bound when the kernel was built");
   }
 
   // The mask's predicate at query q and key kv (the query's lead dims as the tile's).

@@ -122,8 +122,8 @@ struct flash_funcs {
 };
 
 // partial_tile divides kv_tile (0: kv_tile); both are multiples of vector. state_lanes > 0 packs the
-// state (flash_funcs::state) where V's width is static and a multiple of it and there is a softmax;
-// otherwise, or with 0, the state is over dv. tiles_from_band: key tiles start at each query
+// state (flash_funcs::state) where V's width is known when compiling (static or bound), a multiple
+// of it, and there is a softmax; otherwise, or with 0, the state is over dv. tiles_from_band: key tiles start at each query
 // tile's first kept key (flash_funcs::tiles_follow_band), else at key 0 (the GPU schedules, which
 // unroll a tile's keys: from a band's start bounds inference cannot prove the extent constant).
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,

@@ -23,7 +23,7 @@ struct flash_schedule {
                         // at power-of-two lengths); the copy costs about what it saves at Dh = 64
   int pack_state = 1;   // 1: the online softmax's state holds V's row as vectors of their own, so the
                         // running max and sum are rescaled once per row (flash_funcs::state); needs
-                        // V's width static and a multiple of vector
+                        // V's width known when compiling (static or bound) and a multiple of vector
 
   bool operator==(const flash_schedule&) const = default;
 };

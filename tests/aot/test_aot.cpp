@@ -147,3 +147,15 @@ BOOST_AUTO_TEST_CASE(wrong_sizes_are_an_error_code) {
   BOOST_TEST(aot_causal_attention(qb, kb, vb, ob) != 0);
   BOOST_TEST(halide_message.find("p_") != std::string::npos, halide_message);
 }
+
+BOOST_AUTO_TEST_CASE(an_output_wider_than_the_bound_width_is_an_error_code) {
+  // Dh is bound to 16 and the state packed in vectors of it: a 32-column output must not get
+  // columns read off another vector of the state (an error, not a silently wrong result).
+  halide_set_error_handler([](void*, const char* msg) { halide_message += msg; });
+  halide_message.clear();
+  constexpr std::int64_t t = 4;
+  std::vector<float> q(static_cast<std::size_t>(H * t * 16), 0.5f), out(static_cast<std::size_t>(H * t * 32), -7.0f);
+  kernel_buffer qb(q.data(), {1, H, t, 16}), kb(q.data(), {1, H, t, 16}), vb(q.data(), {1, H, t, 16}), ob(out.data(), {1, H, t, 32});
+  BOOST_TEST(aot_causal_attention(qb, kb, vb, ob) != 0);
+  BOOST_TEST(halide_message.find("more columns than V") != std::string::npos, halide_message);
+}
