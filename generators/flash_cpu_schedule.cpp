@@ -185,8 +185,10 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
       .bound_storage(f.qt, 1)
       .bound_storage(f.qi, f.q_tile);
   if (f.state_lanes > 0) f.state.bound(f.lane, 0, f.state_lanes);
-  // A Dv bound when compiling bounds the state, not the output (a wrong-sized V is then reported as
-  // V's error, not the output's); unbounded, P·V's register tiles have dynamic extents (1.6× slower).
+  // A Dv bound when compiling bounds the unpacked state, not the output (a wrong-sized V is then
+  // reported as V's error, not the output's; a packed state has no dv, and flash_algorithm's
+  // accumulated() refuses columns past the width); unbounded, P·V's register tiles have dynamic
+  // extents (1.6× slower).
   if (f.dv_size == 0 && f.dv_known > 0 && f.state_lanes == 0) f.state.bound(f.dv, 0, f.dv_known);
   // A width known only at the call: the state is V's width, and the kernel has a version with
   // fixed-size buffers and register tiles for each common width (2.5x faster than sized at run time).
