@@ -89,35 +89,39 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule&
   }
 }
 
-// Per-thread variant: a per-tile Func holds one key tile (t = the step's tile) of the thread's
-// query row of one (batch item, head); its storage says so, and so does Q·Kᵀ's (keys innermost,
-// then the one query, then one each of the lead dims and the batch). Bounds inference cannot
-// prove it through the masks' tile ranges (RDom::where: a select over the tiles), and a GPU
+// A per-tile Func holds one key tile (t = the step's tile) of one query tile's `rows` rows (the
+// per-thread variant: one row) of one (batch item, head); its storage says so, and so does Q·Kᵀ's
+// (keys innermost, then the rows, then one each of the lead dims and the batch). Bounds inference
+// cannot prove it through the masks' tile ranges (RDom::where: a select over the tiles), and a GPU
 // allocation inside a block is sized for the largest over the loops around it: without these
 // bounds each thread's scratch went to global memory sized by T (the CUDA benchmark's causal
-// kernels read out of bounds at B = 4, H = 16, T = 1024). Halide drops the check of a storage
-// bound inside a GPU kernel: these hold by construction, the state's update being the only
-// reader of a tile's Funcs, at its own tile and row; test_opencl and test_cuda run sizes that
-// would show otherwise. (The same bounds in the shared variant failed there: it has none.)
-void bound_to_row(const flash_funcs& f, Func fn, int keys) {
+// kernels read out of bounds at B = 4, H = 16, T = 1024), and the shared variant's causal blocks
+// asked for shared memory growing as T² (two negative extents of a masked tile pair multiplied:
+// CUDA refused the launch, PoCL asserted at T = 1000). Halide drops the check of a storage bound
+// inside a GPU kernel: these hold by construction, the state's update being the only reader of a
+// tile's Funcs, at its own tile and rows; test_opencl and test_cuda run sizes that would show
+// otherwise. `product_keys`: Q·Kᵀ's keys, a tile's plus what aligning a partial tile to the
+// threads adds (schedule_pairwise).
+void bound_per_tile(const flash_funcs& f, Func fn, int keys, int rows) {
   for (const Var& a : fn.args()) {
     const std::string& n = a.name();
     if (n == f.kvi.name()) fn.bound_storage(a, keys);
     else if (n == f.lane.name()) fn.bound_storage(a, f.vector);
     else if (n == f.dv.name() && f.dv_known > 0) fn.bound_storage(a, f.dv_known);
-    else if (n != f.dv.name()) fn.bound_storage(a, 1);  // qi, t, qt, lead dims, batch
+    else if (n == f.qi.name()) fn.bound_storage(a, rows);
+    else if (n != f.dv.name()) fn.bound_storage(a, 1);  // t, qt, lead dims, batch
   }
 }
 
-void bound_step_to_row(const flash_funcs& f, const flash_step& step) {
+void bound_step(const flash_funcs& f, const flash_step& step, int rows, int product_keys) {
   for (const stage& pw : step.pairwise) {
     if (pw.kind != stage::product || pw.vars.size() < 2) continue;
     Func product = pw.func;  // a handle
-    product.bound_storage(pw.vars[0], step.tile);
-    for (std::size_t k = 1; k < pw.vars.size(); ++k) product.bound_storage(pw.vars[k], 1);
+    product.bound_storage(pw.vars[0], product_keys).bound_storage(pw.vars[1], rows);
+    for (std::size_t k = 2; k < pw.vars.size(); ++k) product.bound_storage(pw.vars[k], 1);
   }
   for (Func per_tile : {step.max_lanes, step.max, step.prob, step.sum_lanes, step.sum, step.pv})
-    if (per_tile.defined()) bound_to_row(f, per_tile, step.tile);
+    if (per_tile.defined()) bound_per_tile(f, per_tile, step.tile, rows);
 }
 
 // Per-thread variant, V's width known: constant loops over it (and a tile's keys) unrolled, so that
@@ -170,8 +174,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const std::vector<ImagePara
   step.pv.compute_at(at);
   on_block_threads(step.pv, across_v, s.q_tile);
   if (s.stage_v && !partial) stage_values(step, params, at, s, across_v);
-  // (No storage bounds here, unlike the per-thread variant: with them, shared full attention
-  // failed to launch on an H100 at q_tile 1, T = 33.)
+  bound_step(f, step, s.q_tile, partial ? step.tile + s.threads : step.tile);
 }
 
 // `tiles` computed as its own kernel: a block per (query tile, lead dims and batch item), whatever
@@ -212,7 +215,7 @@ void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
     }
     for (Func per_tile : {step->max_lanes, step->max, step->prob, step->sum_lanes, step->sum, step->pv})
       if (per_tile.defined()) per_tile.compute_at(at);  // softmax-free: P·V only
-    bound_step_to_row(f, *step);
+    bound_step(f, *step, 1, step->tile);
     if (s.unroll && f.dv_known > 0) unroll_row(f, *step);
   }
   if (s.unroll && f.dv_known > 0) f.state.unroll(f.dv);

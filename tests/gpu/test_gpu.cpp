@@ -163,11 +163,12 @@ void sigmoid() {  // softmax-free
                  [](double s, index keys) { return attn::ref::sigmoid(s - std::log(static_cast<double>(keys))); }},
                 gpu::sigmoid);
 }
-// The shared-memory variant (kv_tile 32, 8 threads): last key tiles of 1, 2, 7, 9 keys.
+// The shared-memory variant (kv_tile 32, 8 threads): last key tiles of 1, 2, 7, 9 keys; causal at
+// T = 1000, where its shared memory was once sized as T² (PoCL asserted, CUDA refused the launch).
 void shared_memory() {
   for (index t : {1, 2, 7, 33, 41, 100})
     check_heads({"attention (full), shared=1 stage_k=0 stage_v=0", t == 33 ? 2 : 1, t, 16}, gpu::attention_shared);
-  for (index t : {2, 9, 34, 64, 100})
+  for (index t : {2, 9, 34, 64, 100, 1000})
     check_heads({"causal, shared=1 stage_k=1 stage_v=1, with lse", t == 34 ? 2 : 1, t, 16, keep_causal}, gpu::causal_shared);
 }
 void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, gpu::generic_attention); }
