@@ -7,7 +7,7 @@
 // runtime. Covers the fused GPU schedule in its per-thread variant, shared=0 (full, causal,
 // sliding window, ALiBi, softcap with the log-sum-exp, sigmoid attention: softmax-free; tails:
 // sizes not multiples of the tiles), its shared-memory variant, shared=1 (full; causal with the
-// log-sum-exp; with and without staged tiles; last key tiles with fewer keys than threads, where
+// log-sum-exp; a sliding window; with and without staged tiles; last key tiles with fewer keys than threads, where
 // PoCL once went wrong), the GPU products (projections, W_O) and the generic GPU schedule (with
 // the log-sum-exp; the weights, a generic-only path).
 //
@@ -170,6 +170,9 @@ void shared_memory() {
     check_heads({"attention (full), shared=1 stage_k=0 stage_v=0", t == 33 ? 2 : 1, t, 16}, gpu::attention_shared);
   for (index t : {2, 9, 34, 64, 100, 1000})
     check_heads({"causal, shared=1 stage_k=1 stage_v=1, with lse", t == 34 ? 2 : 1, t, 16, keep_causal}, gpu::causal_shared);
+  for (index t : {300, 1000})
+    check_heads({"sliding window 256, shared=1 stage_k=1 stage_v=1", 1, t, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }},
+                gpu::window_shared);
 }
 void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, gpu::generic_attention); }
 
