@@ -6,7 +6,7 @@
 //     skipped (no kept key), full (every key kept: no predicate), partial (the rest), a partial
 //     key tile split into smaller partial tiles of which those with a kept key are computed.
 //   - Memory: Halide's allocations go through a counting allocator; at T = 16384, H = 8, Dh = 64
-//     the peak must stay O(T·d), far below one H·T² buffer (8 GiB).
+//     the peak must stay O(T·d), far below one H·T² buffer (8 GiB): key padding, a sliding window.
 #define BOOST_TEST_MODULE fused_tiles
 #include <boost/test/unit_test.hpp>
 
@@ -404,17 +404,10 @@ struct memory_meter : Halide::JITUserContext {
   }
 };
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
-  constexpr auto H8 = head_dim<"H", 8>;
-  constexpr auto D64 = dim<"Dh", 64>;
-  constexpr auto qq = input<"q">(H8, T, D64);
-  constexpr auto kk = input<"k">(H8, T, D64);
-  constexpr auto vv = input<"v">(H8, T, D64);
-  // Key padding to 300 keys: the pipeline (and its buffers) is the one of full attention over
-  // T keys; the lengths only keep the run short.
-  const auto e = combine(softmax(key_padding(scaled_scores(qq, kk), lengths<"len">)), vv);
+// The peak of Halide's allocations for one call at T = 16384, H = 8, Dh = 64 (inputs filled with
+// 0.25, so that the output is 0.25 wherever a row keeps a key); `lengths`: pass a length of 300.
+template <class E>
+void check_extra_memory_is_linear_in_t(const E& e, bool lengths) {
   const attn::ir::graph g = to_ir(e);
   attn::gen::lowering_options o;
   o.fused = true;
@@ -428,8 +421,11 @@ BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
   for (auto* b : {&bq, &bk, &bv}) b->fill(0.25f);
   Halide::Buffer<int> len(1);
   len(0) = 300;
+  std::vector<halide_buffer_t*> buffers{bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer()};
+  if (lengths) buffers.push_back(len.raw_buffer());
+  buffers.push_back(out.raw_buffer());
   memory_meter meter;
-  BOOST_REQUIRE_EQUAL(call(run, &meter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), len.raw_buffer(), out.raw_buffer()}), 0);
+  BOOST_REQUIRE_EQUAL(call(run, &meter, buffers), 0);
   const double one_input = 8.0 * t * 64 * 4, scores = 8.0 * t * t * 4;  // bytes
   BOOST_TEST_MESSAGE("peak Halide allocation " << meter.peak / 1048576.0 << " MiB; one input " << one_input / 1048576.0
                                                << " MiB; one H·T² buffer " << scores / 1048576.0 << " MiB");
@@ -437,14 +433,33 @@ BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
   BOOST_TEST(meter.peak <= 2 * one_input + 16.0 * 1048576);
   BOOST_TEST(meter.peak < scores / 100);
   BOOST_TEST(out(0, 0, 0, 0) == 0.25f);  // attention over equal values returns the value
+  BOOST_TEST(out(63, t - 1, 7, 0) == 0.25f);
+}
+
+constexpr auto H8 = head_dim<"H", 8>;
+constexpr auto D64 = dim<"Dh", 64>;
+constexpr auto q16k = input<"q">(H8, T, D64);
+constexpr auto k16k = input<"k">(H8, T, D64);
+constexpr auto v16k = input<"v">(H8, T, D64);
+
+}  // namespace
+
+// Key padding to 300 keys: the pipeline (and its buffers) is the one of full attention over
+// T keys; the lengths only keep the run short.
+BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
+  check_extra_memory_is_linear_in_t(combine(softmax(key_padding(scaled_scores(q16k, k16k), lengths<"len">)), v16k), true);
+}
+
+// A sliding window: its key tiles start at each query tile's band, and bounds inference sizes the
+// copy of K shared by the query tiles loosely (flash_funcs::tiles_follow_band).
+BOOST_AUTO_TEST_CASE(a_sliding_window_s_extra_memory_is_linear_in_t_at_t_16384) {
+  check_extra_memory_is_linear_in_t(combine(softmax(sliding_window(scaled_scores(q16k, k16k), 256)), v16k), false);
 }
 
 // Decoding (one query, keys known at the call): each key tile is transposed where the products
 // read it, so no copy of K is made (a transposed copy shared by the query tiles pays off only when
 // a head has many). Two query tiles' worth of queries do share one.
 BOOST_AUTO_TEST_CASE(decoding_makes_no_copy_of_the_keys) {
-  constexpr auto H8 = head_dim<"H", 8>;
-  constexpr auto D64 = dim<"Dh", 64>;
   constexpr auto S = dim<"S">;
   const auto e = combine(softmax(scaled_scores(input<"q">(H8, T, D64), input<"k">(H8, S, D64))), input<"v">(H8, S, D64));
   attn::gen::lowering_options o;
