@@ -100,8 +100,7 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule&
 // CUDA refused the launch, PoCL asserted at T = 1000). Halide drops the check of a storage bound
 // inside a GPU kernel: these hold by construction, the state's update being the only reader of a
 // tile's Funcs, at its own tile and rows; test_opencl and test_cuda run sizes that would show
-// otherwise. `product_keys`: Q·Kᵀ's keys, a tile's plus what aligning a partial tile to the
-// threads adds (schedule_pairwise).
+// otherwise.
 void bound_per_tile(const flash_funcs& f, Func fn, int keys, int rows) {
   for (const Var& a : fn.args()) {
     const std::string& n = a.name();
@@ -113,6 +112,10 @@ void bound_per_tile(const flash_funcs& f, Func fn, int keys, int rows) {
   }
 }
 
+// `product_keys`: Q·Kᵀ's keys, a tile's plus what aligning a partial tile to the threads adds
+// (schedule_pairwise). In the shared variant these bounds are checked on PoCL only (2026-11-26);
+// an earlier try of storage bounds there, likely without that slack, failed to launch on an H100
+// (full attention, q_tile 1, T = 33): test_cuda runs that case.
 void bound_step(const flash_funcs& f, const flash_step& step, int rows, int product_keys) {
   for (const stage& pw : step.pairwise) {
     if (pw.kind != stage::product || pw.vars.size() < 2) continue;
