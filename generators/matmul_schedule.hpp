@@ -13,7 +13,9 @@
 //             acc[r][j·V ..] += broadcast(a(k, m0 + r)) · b(n0 + j·V .., k)    one FMA
 //         product(n0 .., m0 ..) = acc           vector stores
 // With col_block, the column tiles are split into blocks, outermost: every row block runs over one
-// block of b's columns before the next (a block of b small enough to stay in L2).
+// block of b's columns before the next (a block of b small enough to stay in L2), packed first
+// into panels one tile wide (b_panels(lane, k, tile) = b(tile·W + lane, k)): the rows a tile
+// streams over k are then contiguous.
 // With k_block, a row block runs the reduction in blocks (outermost in the row block) and adds each
 // block's register tile into the row block's columns in memory: for operands too large for cache.
 // Tails in n and m are guarded (predicated vectors, guarded rows) so that any size runs and no

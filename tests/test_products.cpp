@@ -120,6 +120,17 @@ BOOST_AUTO_TEST_CASE(project_tiles_and_tails) {
 BOOST_AUTO_TEST_CASE(project_model_width) {
   check_project<512, 64>(7);
   check_project<512, 512>(8);
+  check_project<512, 520>(9);  // b packed in column blocks of 128, the last one 8 wide
+}
+
+// A wide b (a block of its columns at a time) is read from panels one register tile wide, packed
+// per block (matmul_schedule.hpp); a narrow one, that stays in cache whole, in place.
+BOOST_AUTO_TEST_CASE(wide_products_read_packed_panels) {
+  constexpr auto Kd = dim<"K", 512>;
+  const auto wide = attn::jit(project(input<"x">(T, Kd), weight<"w">(Kd, dim<"N", 512>)));
+  const auto narrow = attn::jit(project(input<"x">(T, Kd), weight<"w">(Kd, dim<"N", 64>)));
+  BOOST_TEST(wide.loop_nest().find("_panels") != std::string::npos);
+  BOOST_TEST(narrow.loop_nest().find("_panels") == std::string::npos);
 }
 
 // ------------------------------------------------------------------ run-time outer and contracted dims
