@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include "fuse_loops.hpp"
+#include "panels.hpp"
 
 namespace attn::gen {
 
@@ -151,58 +152,18 @@ class columns_operand : public Internal::IRVisitor {
   std::string f_, column_;
 };
 
-// The call c with other args.
-Expr with_args(const Internal::Call* c, const std::vector<Expr>& args) {
-  return Internal::Call::make(c->type, c->name, args, c->call_type, c->func, c->value_index, c->image, c->param);
-}
-
-// Reads of b(n, k, ...) become reads of panels(n % W, k, n / W, ...).
-class read_panels : public Internal::IRMutator {
- public:
-  read_panels(const Internal::Call* b, const Func& panels, int width) : b_(b), panels_(panels), width_(width) {}
-
- private:
-  using Internal::IRMutator::visit;
-  Expr visit(const Internal::Call* c) override {
-    if (c->call_type != b_->call_type || c->name != b_->name) return Internal::IRMutator::visit(c);
-    std::vector<Expr> args;
-    for (const Expr& a : c->args) args.push_back(mutate(a));
-    const Expr n = args.front();
-    args.front() = n % width_;
-    args.insert(args.begin() + 2, n / width_);
-    return Internal::Call::make(panels_.function(), args, c->value_index);
-  }
-  const Internal::Call* b_;
-  Func panels_;
-  int width_;
-};
-
-// b's columns packed, a block at a time (at `block`), into panels of one register tile's width:
-// the rows a tile streams over the reduction then follow one another in memory. Read in place,
-// b's rows are b's width apart (2 KiB for a 512-wide weight), a line or two per 4 KiB page, where
-// the hardware prefetchers do not follow: 1.3-1.4x for (2048, 512)·(512, 512), whose loads of b
-// were a quarter of its time (AVX2). Only where b is read at n itself, over the product's `columns`
-// (known when compiling): columns past the last are then clamped (read, never used: a tail tile
-// is guarded).
+// b's columns packed, a block at a time (at `block`), into panels of one register tile's width
+// (panels.hpp): 1.3-1.4x for (2048, 512)·(512, 512), whose loads of b were a quarter of its time
+// (AVX2). Only where b is read at n itself, over the product's `columns` (known when compiling):
+// columns past the last are then clamped (read, never used: a tail tile is guarded).
 void pack_column_panels(Func acc, const Var& n, std::int64_t columns, Func out, const Var& block, int width) {
   columns_operand b(acc, n);
   acc.update_value().accept(&b);
   if (b.count != 1 || columns <= 0 || b.found->args.size() < 2) return;
   const auto* column = b.found->args.front().as<Internal::Variable>();
   if (!column || column->name != n.name()) return;
-  const Expr b_read = b.found;  // holds the node while acc's definition is rewritten
-  const auto* call = b_read.as<Internal::Call>();
-  Var lane("panel_lane"), depth("panel_depth"), tile("panel");
-  std::vector<Var> at{lane, depth, tile};
-  std::vector<Expr> source{min(tile * width + lane, static_cast<int>(columns - 1)), depth};
-  for (std::size_t i = 2; i < call->args.size(); ++i) {
-    at.emplace_back("panel_" + std::to_string(i));
-    source.push_back(at.back());
-  }
-  Func panels(call->name + "_panels");
-  panels(at) = with_args(call, source);
-  read_panels reads(call, panels, width);
-  acc.function().mutate(&reads);
+  Func panels = read_in_panels(acc, b.found, width, static_cast<int>(columns - 1));
+  const Var lane = panels.args().front();
   panels.compute_at(out, block).bound(lane, 0, width).vectorize(lane);
 }
 
