@@ -6,21 +6,6 @@ using namespace Halide;
 
 namespace {
 
-class first_read : public Internal::IRVisitor {
- public:
-  explicit first_read(const std::string& name) : name_(name) {}
-  const Internal::Call* found = nullptr;
-
- private:
-  using Internal::IRVisitor::visit;
-  void visit(const Internal::Call* c) override {
-    const bool operand = c->call_type == Internal::Call::Halide || c->call_type == Internal::Call::Image;
-    if (operand && c->name == name_ && !found) found = c;
-    Internal::IRVisitor::visit(c);
-  }
-  std::string name_;
-};
-
 // Reads of b(n, k, ...) become reads of panels(n % W, k, n / W, ...).
 class read_panels : public Internal::IRMutator {
  public:
@@ -43,13 +28,6 @@ class read_panels : public Internal::IRMutator {
 };
 
 }  // namespace
-
-const Internal::Call* find_read(const Func& consumer, const std::string& name) {
-  first_read r(name);
-  for (const Internal::Definition& d : consumer.function().updates())
-    for (const Expr& v : d.values()) v.accept(&r);
-  return r.found;
-}
 
 Func read_in_panels(Func consumer, const Internal::Call* read, int width, const Expr& last_column) {
   const Expr held = read;  // keeps the node alive while consumer's definition is rewritten

@@ -11,13 +11,10 @@
 
 namespace attn::gen {
 
-// The one call in consumer's update definition to a Func or input named `name`; null if none.
-const Halide::Internal::Call* find_read(const Halide::Func& consumer, const std::string& name);
-
-// Makes every read of b (the call `read`) in consumer's definitions a read of a packed copy and
-// returns that copy, for the caller to schedule (compute it where a block of b's columns is
-// known). width must divide the column index's alignment, or the reads become gathers. With
-// `last_column` defined, columns past it are read at it (a block's tail panel; never used).
+// Makes every read of b (`read`: a call of a Func or an input in consumer's definition) a read of
+// a packed copy and returns that copy, for the caller to schedule (compute it where a block of
+// b's columns is known). width must divide the column index's alignment, or the reads become
+// gathers. With `last_column` defined, columns past it are read at it (a tail panel; never used).
 Halide::Func read_in_panels(Halide::Func consumer, const Halide::Internal::Call* read, int width,
                             const Halide::Expr& last_column = Halide::Expr());
 
