@@ -133,6 +133,36 @@ class integral_floats : public Internal::IRVisitor {
   std::string q_, kv_;
 };
 
+// Where that exactness holds: every float the predicate computes from q and kv (each node, not
+// only the compared ones: kv·c - q·c may cancel) lies within ±2^23, by interval arithmetic over the
+// query tile's rows and the tiles' keys, the mask's symbols (reads per batch item) as points. As a
+// condition evaluated per query tile: past it a float predicate rounds where the integer bounds do
+// not (kv·1000001 <= q·1000001 - 1 keeps kv = q from q = 34 on, the bounds never).
+class exact_range : public Internal::IRGraphVisitor {
+ public:
+  exact_range(std::string q, std::string kv, const Interval& queries, const Interval& keys)
+      : q_(std::move(q)), kv_(std::move(kv)) {
+    scope_.push(q_, queries);
+    scope_.push(kv_, keys);
+  }
+  Expr holds = Internal::const_true();
+
+ protected:
+  using IRGraphVisitor::visit;
+  void include(const Expr& e) override {
+    if (e.type().is_float() && (Internal::expr_uses_var(e, q_) || Internal::expr_uses_var(e, kv_))) {
+      const Interval b = Internal::bounds_of_expr_in_scope(e, scope_);
+      const float limit = 8388608.0f;  // 2^23: exact integers up to 2^24, with a margin for b's own rounding
+      holds = b.is_bounded() ? holds && b.min > -limit && b.max < limit : Internal::const_false();
+    }
+    IRGraphVisitor::include(e);
+  }
+
+ private:
+  std::string q_, kv_;
+  Internal::Scope<Interval> scope_;
+};
+
 }  // namespace
 
 kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last,
@@ -149,7 +179,12 @@ kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, cons
   const Expr symbols_for_reads = symbolic.mutate(keep);
   integral_floats floats(q.name(), kv.name());
   symbols_for_reads.accept(&floats);
-  if (!floats.exact) return {Internal::const_true(), Internal::const_false(), Expr(0), tiles};  // every tile, partial
+  const kv_tile_ranges every_tile_partial{Internal::const_true(), Internal::const_false(), Expr(0), tiles};
+  if (!floats.exact) return every_tile_partial;
+  exact_range range(q.name(), kv.name(), Interval(q_first, q_last), Interval(Expr(0), nk + (kv_tile - 1)));
+  symbols_for_reads.accept(&range);
+  const Expr exact = symbolic.restore(Internal::simplify(range.holds));
+  if (Internal::is_const_zero(exact)) return every_tile_partial;
   // Integer comparisons, equal to the float ones below 2^23 (integral_floats), and the solver can
   // invert them: a window's tiles get loop bounds, its first key (first_kept_key) a bound at all.
   const Expr keep_symbolic = integer_comparisons().mutate(symbols_for_reads);
@@ -164,7 +199,9 @@ kv_tile_ranges kv_tiles_kept(const Expr& keep, const Var& q, const Var& kv, cons
   r.lo = may.has_lower_bound() && !may.is_empty() ? symbolic.restore(Internal::simplify(max(may.min, 0))) : Expr(0);
   r.hi = may.has_upper_bound() && !may.is_empty() ? symbolic.restore(Internal::simplify(min(may.max + 1, tiles))) : tiles;
   if (may.is_empty()) r.hi = r.lo;
-  return r;
+  if (Internal::is_const_one(exact)) return r;
+  // Past float's exact integers this query tile has every tile partial.
+  return {r.some || !exact, r.all && exact, select(exact, r.lo, every_tile_partial.lo), select(exact, r.hi, tiles)};
 }
 
 Expr first_kept_key(const Expr& keep, const Var& q, const Var& kv, const Expr& q_first, const Expr& q_last, const Expr& nk,

@@ -3,7 +3,8 @@
 // (Halide's interval solver), not from a list of known masks. A predicate the solver cannot
 // bound, or whose float arithmetic on q and kv may round (a division, a fraction: its tile
 // bounds would be evaluated with other roundings than the predicate), gives "every tile, all
-// partial": slower, never wrong.
+// partial": slower, never wrong. So does a query tile where that arithmetic passes ±2^23 (the
+// tile bounds are integers; the predicate's floats round from 2^24 on), checked as the kernel runs.
 #include <cstdint>
 #include <Halide.h>
 

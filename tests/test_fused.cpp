@@ -256,6 +256,27 @@ BOOST_AUTO_TEST_CASE(float_arithmetic_in_a_mask_never_skips_a_kept_tile) {
     expect_reference(attn::jit(attention(mask(s, natten)), {.schedule = schedule}), c, c.name + " [" + schedule + "]", {{24, 24}});
 }
 
+BOOST_AUTO_TEST_CASE(a_mask_past_floats_exact_integers_never_skips_a_kept_tile) {
+  // kv·c <= q·c - 1 with c = 1000001 is kv < q in exact arithmetic; in float, q·c - 1 rounds to
+  // q·c from q = 34 on, and the predicate keeps kv = q there too. Tile bounds solved as integers
+  // skipped a key tile starting at a query tile's last row (4.6e-2 off the generic path with query
+  // tiles of 5 rows); past ±2^23 (mask_bounds.cpp) every tile of a query tile is partial now.
+  constexpr float c = 1000001.0f;
+  const auto e = attention(mask(s, kv_idx * c <= q_idx * c - 1.0f || kv_idx == 0));
+  std::mt19937 rng(5);
+  const ref::index n = 300;
+  const tensor<float> tq = ref::random_tensor({1, heads, n, width}, rng, 2.0f), tk = ref::random_tensor({1, heads, n, width}, rng, 2.0f),
+                      tv = ref::random_tensor({1, heads, n, width}, rng);
+  const tensor<float> want = attn::jit(e, {.path = attn::lowering::generic})(tq, tk, tv);
+  for (const std::string schedule : {"q_tile=1 q_unroll=1", "q_tile=5 q_unroll=1", "q_tile=9 q_unroll=1", "default"}) {
+    const std::string tiles = schedule == "default" ? "" : schedule + " kv_tile=8 partial_tile=8 kv_vectors=1 vector=8";
+    const tensor<float> got = attn::jit(e, {.schedule = tiles})(tq, tk, tv);
+    double worst = 0;
+    for (std::size_t i = 0; i < got.values().size(); ++i) worst = std::max(worst, double(std::fabs(got.values()[i] - want.values()[i])));
+    BOOST_TEST(worst < 1e-5, schedule << ": fused and generic differ by " << worst);
+  }
+}
+
 namespace {
 
 // A causal kernel over rank-2 (N, width) tensors against the double reference, at N = 203 (tails everywhere).
