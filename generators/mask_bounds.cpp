@@ -153,7 +153,9 @@ class exact_range : public Internal::IRGraphVisitor {
     if (e.type().is_float() && (Internal::expr_uses_var(e, q_) || Internal::expr_uses_var(e, kv_))) {
       const Interval b = Internal::bounds_of_expr_in_scope(e, scope_);
       const float limit = 8388608.0f;  // 2^23: exact integers up to 2^24, with a margin for b's own rounding
-      holds = b.is_bounded() ? holds && b.min > -limit && b.max < limit : Internal::const_false();
+      // An unbounded side (a tensor read at q or kv) gives the analysis nothing to decide by.
+      if (b.has_lower_bound()) holds = holds && b.min > -limit;
+      if (b.has_upper_bound()) holds = holds && b.max < limit;
     }
     IRGraphVisitor::include(e);
   }

@@ -80,9 +80,9 @@ struct tiles_seen {
 };
 
 // Compiles the fused pipeline of `e` with the given tiles, traces its score tiles and runs it on
-// (batch, H, t, Dh) inputs (and lengths, if any).
+// (batch, H, t, Dh) inputs (and an int input after them, if any: lengths, document ids).
 template <class E>
-tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile, int partial_tile, const std::vector<int>& lens = {}) {
+tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile, int partial_tile, Halide::Buffer<int> ints = {}) {
   const attn::ir::graph g = to_ir(e);
   attn::gen::lowering_options o;
   o.fused = true;
@@ -102,13 +102,8 @@ tiles_seen run_traced(const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile,
   for (auto* b : {&bq, &bk, &bv}) b->fill(0.5f);
   tile_counter counter;
   int rc = 0;
-  if (lens.empty()) {
-    rc = call(run, &counter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), out.raw_buffer()});
-  } else {
-    Halide::Buffer<int> bl(static_cast<int>(lens.size()));
-    for (std::size_t i = 0; i < lens.size(); ++i) bl(static_cast<int>(i)) = lens[i];
-    rc = call(run, &counter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), bl.raw_buffer(), out.raw_buffer()});
-  }
+  if (!ints.defined()) rc = call(run, &counter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), out.raw_buffer()});
+  else rc = call(run, &counter, {bq.raw_buffer(), bk.raw_buffer(), bv.raw_buffer(), ints.raw_buffer(), out.raw_buffer()});
   BOOST_REQUIRE_EQUAL(rc, 0);
   return {counter.realized[l.flash[0].full.score.name()], counter.realized[l.flash[0].partial.score.name()]};
 }
@@ -151,8 +146,8 @@ tiles_seen expected_tiles(idx_t t, idx_t batch, int q_tile, int kv_tile, int par
 
 template <class E>
 void expect_tiles(const std::string& what, const E& e, idx_t t, idx_t batch, int q_tile, int kv_tile,
-                  const std::function<bool(idx_t, idx_t, idx_t)>& keep, const std::vector<int>& lens = {}, int partial_tile = 0) {
-  const tiles_seen got = run_traced(e, t, batch, q_tile, kv_tile, partial_tile > 0 ? partial_tile : kv_tile, lens);
+                  const std::function<bool(idx_t, idx_t, idx_t)>& keep, const Halide::Buffer<int>& ints = {}, int partial_tile = 0) {
+  const tiles_seen got = run_traced(e, t, batch, q_tile, kv_tile, partial_tile > 0 ? partial_tile : kv_tile, ints);
   const tiles_seen want = expected_tiles(t, batch, q_tile, kv_tile, partial_tile > 0 ? partial_tile : kv_tile, keep);
   BOOST_TEST(got.full == want.full, what << " T=" << t << ": full tiles " << got.full << ", expected " << want.full);
   BOOST_TEST(got.partial == want.partial, what << " T=" << t << ": partial tiles " << got.partial << ", expected " << want.partial);
@@ -344,6 +339,22 @@ BOOST_AUTO_TEST_CASE(tanh_is_float_accurate) {
 BOOST_AUTO_TEST_CASE(prefix_lm_and_key_padding) {
   expect_tiles("prefix-LM", attention(mask(s, kv_idx < 100 || kv_idx <= q_idx)), 1000, 1, 32, 64,
                [](idx_t, idx_t i, idx_t j) { return j < 100 || j <= i; });
+}
+
+BOOST_AUTO_TEST_CASE(document_masking_skips_the_upper_triangle) {
+  // kv <= q && doc[q] == doc[kv]: the document ids are reads at q and kv, unbounded for the
+  // analysis, so no tile is full; the causal part still skips the tiles above the diagonal.
+  constexpr auto doc = int_input<"doc">(T);
+  for (const idx_t t : {64, 1000}) {
+    Halide::Buffer<int> ids(static_cast<int>(t), 1);  // one document
+    ids.fill(0);
+    const tiles_seen got = run_traced(attention(document_causal(s, doc)), t, 1, 32, 64, 64, ids);
+    int causal = 0;
+    for (idx_t q0 = 0; q0 < t; q0 += 32)
+      for (idx_t k0 = 0; k0 < t; k0 += 64) causal += k0 <= std::min(t - 1, q0 + 31) ? 2 : 0;
+    BOOST_TEST(got.full == 0, "T=" << t);
+    BOOST_TEST(got.partial == causal, "T=" << t << ": partial tiles " << got.partial << ", expected " << causal);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(key_padding_guards_each_tile_with_the_length) {
