@@ -1,6 +1,9 @@
 """Merges attention_bench's Google Benchmark JSON and peers.py's JSON into one Markdown table
 (Python stdlib only); scripts/compare.sh runs it.
-  python3 bench/compare_table.py build/bench/attnforge.json [build/bench/peers.json] [--readme README.md]
+  python3 bench/compare_table.py FILE.json... [--readme README.md]
+Each FILE is attention_bench's output or peers.py's (told apart by their contents). With several of
+either (scripts/compare.sh's rounds), each case's time is its best over them: on a shared machine
+other load only slows a run, and rounds that alternate attnforge and PyTorch give both the same chances.
 --readme replaces what stands between <!-- results:begin --> and <!-- results:end --> in that file."""
 import argparse
 import datetime
@@ -18,7 +21,8 @@ UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def attnforge_runs(report):
-    """{(case name, path): (seconds, label)}: the median aggregate where repetitions ran, else the median run."""
+    """{(case name, path): (seconds, label, flops)} of one report: the median aggregate where repetitions
+    ran, else the median run."""
     runs = {}
     for b in report["benchmarks"]:
         if b.get("error_occurred"):
@@ -38,6 +42,28 @@ def attnforge_runs(report):
             continue
         out[(m.group(1), m.group(2))] = (seconds, rows[0][1], rows[0][2])
     return out
+
+
+def best_attnforge_runs(reports):
+    """attnforge_runs over several reports: each case's fastest."""
+    best = {}
+    for report in reports:
+        for key, run in attnforge_runs(report).items():
+            if key not in best or run[0] < best[key][0]:
+                best[key] = run
+    return best
+
+
+def best_peer_rows(peer_reports):
+    """{(case name, peer): row}: each case's fastest timed row over the reports, else its first note."""
+    best = {}
+    for report in peer_reports:
+        for row in report.get("results", []):
+            key = (row["name"], row["peer"])
+            old = best.get(key)
+            if old is None or (row["seconds"] is not None and (old["seconds"] is None or row["seconds"] < old["seconds"])):
+                best[key] = row
+    return best
 
 
 def cpu_model():
@@ -84,15 +110,19 @@ def peer_cell(row):
     return None, "n/a" if row["note"].startswith("n/a") else "failed"
 
 
-def table(attnforge, peers):
-    context = attnforge.get("context", {})
-    # The best FMA peak measured in the run: at its start, and after each case (attention_bench).
-    peaks = [float(context["fma_peak_gflops"])] if "fma_peak_gflops" in context else []
-    peaks += [float(b["fma_peak"]) for b in attnforge["benchmarks"] if "fma_peak" in b]
+def table(reports, peer_reports):
+    # The best FMA peak measured in the run: at the start of each report, and after each case (attention_bench).
+    peaks = []
+    for report in reports:
+        context = report.get("context", {})
+        peaks += [float(context["fma_peak_gflops"])] if "fma_peak_gflops" in context else []
+        peaks += [float(b["fma_peak"]) for b in report["benchmarks"] if "fma_peak" in b]
     peak = max(peaks, default=float("nan"))
-    threads = context.get("threads", "?")
-    runs = attnforge_runs(attnforge)
-    peer_rows = {(r["name"], r["peer"]): r for r in (peers or {}).get("results", [])}
+    threads = reports[0].get("context", {}).get("threads", "?")
+    runs = best_attnforge_runs(reports)
+    peer_rows = best_peer_rows(peer_reports)
+    peers = peer_reports[0] if peer_reports else None
+    rounds = max(len(reports), len(peer_reports))
     ts = sorted({int(re.search(r"/T:(\d+)", case).group(1)) for case, _ in runs})
 
     torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
@@ -130,7 +160,9 @@ def table(attnforge, peers):
         lines.append(f"| {label} | " + " | ".join(cells + ratios + [path.group(1) if path else "—"]) + " |")
     lines += [
         "",
-        f"H = 8, B = 1, float32; GFLOP/s from median times. {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
+        f"H = 8, B = 1, float32; GFLOP/s from median times" +
+        (f", each case's best of {rounds} rounds (scripts/compare.sh: attnforge and PyTorch alternate, "
+         "one sequence length at a time)" if rounds > 1 else "") + f". {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
         "fused kernel is faster. Fused path: what `jit_options{.path = automatic}` ran "
         "(`kernel.compiled().describe()`).",
     ]
@@ -152,17 +184,25 @@ def update_readme(path, text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("attnforge", help="attention_bench's --benchmark_out JSON")
-    ap.add_argument("peers", nargs="?", help="peers.py's JSON (optional)")
+    ap.add_argument("files", nargs="+", help="attention_bench's --benchmark_out JSON and peers.py's JSON; "
+                    "a file that does not exist is skipped (a peer that did not run)")
     ap.add_argument("--readme", help="write the table into this file, between the results markers")
     args = ap.parse_args()
-    with open(args.attnforge) as f:
-        attnforge = json.load(f)
-    peers = None
-    if args.peers and os.path.exists(args.peers):
-        with open(args.peers) as f:
-            peers = json.load(f)
-    text = table(attnforge, peers)
+    reports, peer_reports = [], []
+    for path in args.files:
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            report = json.load(f)
+        if "benchmarks" in report:
+            reports.append(report)
+        elif "results" in report:
+            peer_reports.append(report)
+        else:
+            sys.exit(f"compare_table: {path} is neither attention_bench's JSON nor peers.py's")
+    if not reports:
+        sys.exit("compare_table: no attention_bench JSON among " + " ".join(args.files))
+    text = table(reports, peer_reports)
     print(text, end="")
     if args.readme:
         update_readme(args.readme, text)
