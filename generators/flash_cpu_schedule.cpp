@@ -60,6 +60,9 @@ void transpose_per_tile(Func t, const LoopLevel& tile, const flash_schedule& s) 
       .unroll(di);
 }
 
+// Kᵀ copied per key tile (stage_kv): its blocks are then walked outside the rows, each reused by every row.
+bool staged_right_operand(const stage& st, const flash_schedule& s) { return s.stage_kv && st.right_operand.defined(); }
+
 // A register tile of a product (Q·Kᵀ) with its keys (vectors) and rows: no wider than the step's
 // key tile (a wider one would run guarded).
 int product_vectors(const flash_schedule& s, int keys) { return std::max(1, std::min(s.kv_vectors, keys / s.vector)); }
@@ -81,10 +84,10 @@ void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const 
     st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
   }
   if (st.kind == stage::product) {
-    const bool staged = s.stage_kv && st.right_operand.defined();
-    if (staged) stage_right_operand(st, tile, s);
+    if (staged_right_operand(st, s)) stage_right_operand(st, tile, s);
+    // In registers the tile is one block: the order of blocks is the scores' (schedule_step).
     register_tile(st.func.update(), st.vars[0], st.vars[1], {st.reduction.x}, s.vector, vectors, s.q_unroll,
-                  staged && !in_registers ? key_blocks_outside : rows_outside);
+                  staged_right_operand(st, s) && !in_registers ? key_blocks_outside : rows_outside);
   } else if (st.kind == stage::softmax_row) {
     for (Func helper : {st.row_max, st.row_exp, st.row_sum}) helper.compute_at(at);
   }
@@ -127,7 +130,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   LoopLevel product_at = at;
   step.score.compute_at(at);
   if (in_registers) {
-    const block_order order = s.stage_kv && step.pairwise.front().right_operand.defined() ? key_blocks_outside : rows_outside;
+    const block_order order = staged_right_operand(step.pairwise.front(), s) ? key_blocks_outside : rows_outside;
     const Var blocks = register_tile(step.score, f.kvi, f.qi, {}, v, product_vectors(s, step.tile), s.q_unroll, order);
     product_at = LoopLevel(step.score, blocks);
   } else {
@@ -137,8 +140,8 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     schedule_pairwise(pw, product_at, in_registers, tile, s, row_blocks ? s.row_block : f.q_tile, step.tile);
   // Softmax-free attention has the scores (its weights) and P·V only: no max, probabilities or sum.
   const bool normalised = step.prob.defined();
-  if (normalised) step.prob.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
   if (normalised) {
+    step.prob.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
     // A row's lane maxima and sums stay in a register, reduced across it where computed (stored and
     // read back one lane at a time, the maxima were 16 loads and 15 maxes a row and tile).
     step.max_lanes.compute_at(step.max, f.qi);
