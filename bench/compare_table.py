@@ -122,7 +122,12 @@ def table(reports, peer_reports):
     runs = best_attnforge_runs(reports)
     peer_rows = best_peer_rows(peer_reports)
     peers = peer_reports[0] if peer_reports else None
-    rounds = max(len(reports), len(peer_reports))
+    # Rounds: the most reports any one case was timed in (compare.sh writes one per length and round).
+    per_case = {}
+    for report in reports:
+        for key in attnforge_runs(report):
+            per_case[key] = per_case.get(key, 0) + 1
+    rounds = max(per_case.values(), default=1)
     ts = sorted({int(re.search(r"/T:(\d+)", case).group(1)) for case, _ in runs})
 
     torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
