@@ -45,13 +45,15 @@ def attnforge_runs(report):
 
 
 def best_attnforge_runs(reports):
-    """attnforge_runs over several reports: each case's fastest."""
-    best = {}
+    """attnforge_runs over several reports: each case's fastest, and the most reports one case is in
+    (compare.sh's rounds: it writes one report per sequence length and round)."""
+    best, seen = {}, {}
     for report in reports:
         for key, run in attnforge_runs(report).items():
+            seen[key] = seen.get(key, 0) + 1
             if key not in best or run[0] < best[key][0]:
                 best[key] = run
-    return best
+    return best, max(seen.values(), default=1)
 
 
 def best_peer_rows(peer_reports):
@@ -119,15 +121,9 @@ def table(reports, peer_reports):
         peaks += [float(b["fma_peak"]) for b in report["benchmarks"] if "fma_peak" in b]
     peak = max(peaks, default=float("nan"))
     threads = reports[0].get("context", {}).get("threads", "?")
-    runs = best_attnforge_runs(reports)
+    runs, rounds = best_attnforge_runs(reports)
     peer_rows = best_peer_rows(peer_reports)
     peers = peer_reports[0] if peer_reports else None
-    # Rounds: the most reports any one case was timed in (compare.sh writes one per length and round).
-    per_case = {}
-    for report in reports:
-        for key in attnforge_runs(report):
-            per_case[key] = per_case.get(key, 0) + 1
-    rounds = max(per_case.values(), default=1)
     ts = sorted({int(re.search(r"/T:(\d+)", case).group(1)) for case, _ in runs})
 
     torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
