@@ -1,6 +1,8 @@
 #pragma once
 // Elementwise functions written so that they vectorise: Halide lowers some of them (tanh) to a
 // scalar libm call per lane, 8× slower than a softcap's whole score tile should cost.
+#include <map>
+#include <string>
 #include <Halide.h>
 
 namespace attn::gen {
@@ -12,6 +14,38 @@ Halide::Expr let_bound(const Halide::Expr& value, const Use& use) {
   using namespace Halide::Internal;
   const std::string name = unique_name('t');
   return Let::make(name, value, use(Variable::make(value.type(), name)));
+}
+
+// use(v) with v bound to `value` computed with Halide's fast-math flags even where strict() covers
+// the expression around it: for arithmetic on operands finite by construction (a polynomial on a
+// reduced argument, NaN at most, which every operation passes on), where contracting each
+// multiply and add into one FMA is what makes it fast and nothing needs keeping from a rewrite.
+// (Halide's strict_float makes every operation inside it strict, Let values included: a softcap's
+// tanh inside a strict score was a chain of ~45 unfused operations per vector.)
+inline const std::string fast_let_prefix = "attn_fast";
+template <class Use>
+Halide::Expr fast_bound(const Halide::Expr& value, const Use& use) {
+  using namespace Halide::Internal;
+  const std::string name = unique_name(fast_let_prefix);
+  return Let::make(name, value, use(Variable::make(value.type(), name)));
+}
+
+// Halide::strict_float(e) but for fast_bound()'s values, which stay as they are.
+inline Halide::Expr strict(const Halide::Expr& e) {
+  using namespace Halide::Internal;
+  // Each fast value is swapped for a placeholder while Halide makes the rest strict, then put back.
+  struct hide_fast_values : IRMutator {
+    using IRMutator::visit;
+    std::map<std::string, Halide::Expr> values;
+    Halide::Expr visit(const Let* op) override {
+      if (op->name.rfind(fast_let_prefix, 0) != 0) return IRMutator::visit(op);
+      const std::string placeholder = op->name + ".fast_value";
+      values[placeholder] = op->value;
+      return Let::make(op->name, Variable::make(op->value.type(), placeholder), mutate(op->body));
+    }
+  } hide;
+  const Halide::Expr hidden = hide.mutate(e);
+  return substitute(hide.values, Halide::strict_float(hidden));
 }
 
 // x = n·ln 2 + r with n = round(x_n / ln 2), and 2^n built in the exponent bits, for x_n in [-87.3, 0]
@@ -29,10 +63,12 @@ Halide::Expr with_reduced_exponent(const Halide::Expr& x, const Halide::Expr& x_
   // own bits fall off the top. The sum may be an FMA (one rounding); n is taken back strictly, so
   // no rewrite folds (y + magic) - magic into y.
   const float magic = 12582912.0f + 127.0f;
-  return let_bound(x_n * 1.44269504f + magic, [&](const Expr& shifted) {
+  return fast_bound(x_n * 1.44269504f + magic, [&](const Expr& shifted) {
     const Expr n = strict_float(shifted - magic);
-    const Expr r = (x - n * 0.693145751953125f) - n * 1.42860677e-6f;  // ln 2 in two parts
-    return use(reduced_exponent{r, reinterpret<float>(reinterpret<uint32_t>(shifted) << 23)});
+    // ln 2 in two parts; bound, so that a fast_bound() polynomial of r reads this r, not its own copy.
+    return let_bound((x - n * 0.693145751953125f) - n * 1.42860677e-6f, [&](const Expr& r) {
+      return use(reduced_exponent{r, reinterpret<float>(reinterpret<uint32_t>(shifted) << 23)});
+    });
   });
 }
 
@@ -45,9 +81,12 @@ inline Halide::Expr expm1_quotient(const Halide::Expr& r) {
   return q;
 }
 
-// e^x from x = n·ln 2 + r with n rounded from x_n (with_reduced_exponent).
+// e^x from x = n·ln 2 + r with n rounded from x_n (with_reduced_exponent); fast (FMAs) from r on,
+// even inside strict(): r and 2^n are finite but for a NaN x, whose NaN r every step passes on.
 inline Halide::Expr exp_reduced(const Halide::Expr& x, const Halide::Expr& x_n) {
-  return with_reduced_exponent(x, x_n, [](const reduced_exponent& e) { return (expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n; });
+  return with_reduced_exponent(x, x_n, [](const reduced_exponent& e) {
+    return fast_bound((expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n, [](const Halide::Expr& v) { return v; });
+  });
 }
 
 // e^x for x in [-87.3, 0]; below, unspecified (garbage, never a trap): for callers that replace
@@ -69,7 +108,8 @@ inline Halide::Expr exp_nonpositive(const Halide::Expr& x) {
 inline Halide::Expr expm1_nonpositive(const Halide::Expr& x) {
   return let_bound(x, [](const Halide::Expr& v) {
     return with_reduced_exponent(v, Halide::max(v, -88.0f), [](const reduced_exponent& e) {
-      return expm1_quotient(e.r) * e.r * e.two_to_n + (e.two_to_n - 1.0f);
+      // The quotient fast (FMAs); the sum strict where the caller is: reassociated, it would cancel.
+      return fast_bound(expm1_quotient(e.r), [&](const Halide::Expr& q) { return q * e.r * e.two_to_n + (e.two_to_n - 1.0f); });
     });
   });
 }
@@ -85,7 +125,7 @@ inline Halide::Expr vector_tanh(const Halide::Expr& x) {
     // A NaN passes the clamp (a select, not min) and gives NaN.
     const Expr m = expm1_nonpositive(-2.0f * select(a > 20.0f, 20.0f, a));
     const Expr t = -m / (2.0f + m);
-    return strict_float(select(v < 0, -t, t));
+    return strict(select(v < 0, -t, t));
   });
 }
 

@@ -28,7 +28,7 @@ inline Halide::Expr is_kept_score(const Halide::Expr& s) { return Halide::strict
 // comparison, fast for its value (a softcap's tanh twice: 1.13x slower).
 template <class Use>
 Halide::Expr with_strict_score(const Halide::Expr& score, const Use& use) {
-  return let_bound(Halide::strict_float(score), use);
+  return let_bound(strict(score), use);
 }
 
 // Weight w times value x, where a weight of exactly 0 (a masked key) never touches x, so a NaN or
@@ -54,7 +54,7 @@ inline Halide::Expr exponent_field(const Halide::Expr& x) {
 
 // A mask's predicate, evaluated without fast-math rewrites: index arithmetic in floats (q_idx / 6,
 // a reciprocal fused into a subtraction) must keep the same keys in every lowering and schedule.
-inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return Halide::strict_float(keep); }
+inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return strict(keep); }
 
 // The score where kept, no_score() where not (a row's running maximum ignores masked keys).
 inline Halide::Expr kept_or_no_score(const Halide::Expr& score) {
