@@ -18,8 +18,9 @@ Halide::Expr let_bound(const Halide::Expr& value, const Use& use) {
 
 // use(v) with v bound to `value` computed with Halide's fast-math flags even where strict() covers
 // the expression around it: for arithmetic on operands finite by construction (a polynomial on a
-// reduced argument, NaN at most, which every operation passes on), where contracting each
-// multiply and add into one FMA is what makes it fast and nothing needs keeping from a rewrite.
+// reduced argument), where contracting each multiply and add into one FMA is what makes it fast.
+// Under fast math a NaN operand leaves the result undefined: the caller combines v with the same
+// argument in its own (strict) arithmetic, which carries a NaN argument to the result.
 // (Halide's strict_float makes every operation inside it strict, Let values included: a softcap's
 // tanh inside a strict score was a chain of ~45 unfused operations per vector.)
 inline const std::string fast_let_prefix = "attn_fast";
@@ -60,8 +61,8 @@ Halide::Expr with_reduced_exponent(const Halide::Expr& x, const Halide::Expr& x_
   using namespace Halide;
   // Adding 1.5·2^23 rounds x / ln 2 to an integer (to nearest) in the low bits of the sum, and the
   // + 127 biases it as the exponent field wants: shifted left by 23 those bits are 2^n, the magic's
-  // own bits fall off the top. The sum may be an FMA (one rounding); n is taken back strictly, so
-  // no rewrite folds (y + magic) - magic into y.
+  // own bits fall off the top. The sum is fast, an FMA (one rounding) even inside strict(); n is
+  // taken back strictly, so no rewrite folds (y + magic) - magic into y.
   const float magic = 12582912.0f + 127.0f;
   return fast_bound(x_n * 1.44269504f + magic, [&](const Expr& shifted) {
     const Expr n = strict_float(shifted - magic);
@@ -81,11 +82,11 @@ inline Halide::Expr expm1_quotient(const Halide::Expr& r) {
   return q;
 }
 
-// e^x from x = n·ln 2 + r with n rounded from x_n (with_reduced_exponent); fast (FMAs) from r on,
-// even inside strict(): r and 2^n are finite but for a NaN x, whose NaN r every step passes on.
+// e^x from x = n·ln 2 + r with n rounded from x_n (with_reduced_exponent); the polynomial fast
+// (FMAs) even inside strict(), the rest as the caller's context says (r carries a NaN x there).
 inline Halide::Expr exp_reduced(const Halide::Expr& x, const Halide::Expr& x_n) {
   return with_reduced_exponent(x, x_n, [](const reduced_exponent& e) {
-    return fast_bound((expm1_quotient(e.r) * e.r + 1.0f) * e.two_to_n, [](const Halide::Expr& v) { return v; });
+    return fast_bound(expm1_quotient(e.r), [&](const Halide::Expr& q) { return (q * e.r + 1.0f) * e.two_to_n; });
   });
 }
 
