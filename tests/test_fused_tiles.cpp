@@ -336,6 +336,45 @@ BOOST_AUTO_TEST_CASE(tanh_is_float_accurate) {
   }
 }
 
+// strict() (fast_math.hpp) makes an expression strict as Halide's strict_float does, but leaves
+// fast_bound() values fast: a softcap's tanh polynomial keeps its FMAs inside the strict score,
+// applied once or again around it (a score that holds a strict tanh).
+BOOST_AUTO_TEST_CASE(strict_leaves_fast_bound_values_fast) {
+  using namespace Halide::Internal;
+  struct float_ops : IRVisitor {
+    using IRVisitor::visit;
+    int strict = 0, fast = 0;
+    void visit(const Call* op) override {
+      strict += op->is_strict_float_intrinsic();
+      IRVisitor::visit(op);
+    }
+    void visit(const Add* op) override { fast += op->type.is_float(); IRVisitor::visit(op); }
+    void visit(const Mul* op) override { fast += op->type.is_float(); IRVisitor::visit(op); }
+  };
+  auto count = [](const Halide::Expr& e) {
+    float_ops ops;
+    e.accept(&ops);
+    return ops;
+  };
+  const Halide::Expr a = Variable::make(Halide::Float(32), "a"), b = Variable::make(Halide::Float(32), "b");
+  const Halide::Expr fast = attn::gen::fast_bound(a * b + a, [&](const Halide::Expr& v) { return v * b + a; });
+  for (const Halide::Expr& e : {attn::gen::strict(fast), attn::gen::strict(attn::gen::strict(fast) + b)}) {
+    const Let* let = e.as<Let>();
+    if (let == nullptr) let = e.as<Call>() ? e.as<Call>()->args[0].as<Let>() : nullptr;
+    BOOST_REQUIRE(let != nullptr);
+    BOOST_TEST(let->name.rfind(attn::gen::fast_let_prefix, 0) == 0u);
+    BOOST_TEST(count(let->value).fast == 2);    // a * b + a, as written
+    BOOST_TEST(count(let->value).strict == 0);
+    BOOST_TEST(count(let->body).fast == 0);     // v * b + a, strict
+    BOOST_TEST(count(let->body).strict >= 2);
+  }
+  // Halide's strict_float alone makes the value strict too: what strict() is for.
+  const Halide::Expr all_strict = Halide::strict_float(fast);
+  const Let* all = all_strict.as<Let>();
+  BOOST_REQUIRE(all != nullptr);
+  BOOST_TEST(count(all->value).fast == 0);
+}
+
 BOOST_AUTO_TEST_CASE(prefix_lm_and_key_padding) {
   expect_tiles("prefix-LM", attention(mask(s, kv_idx < 100 || kv_idx <= q_idx)), 1000, 1, 32, 64,
                [](idx_t, idx_t i, idx_t j) { return j < 100 || j <= i; });
