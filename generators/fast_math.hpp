@@ -10,9 +10,8 @@ namespace attn::gen {
 // use(v) with v a variable bound to `value` (a Let): `value` is computed once, and strict_float
 // inside use() covers use's own arithmetic, not value's.
 template <class Use>
-Halide::Expr let_bound(const Halide::Expr& value, const Use& use) {
+Halide::Expr let_bound(const Halide::Expr& value, const Use& use, const std::string& name = Halide::Internal::unique_name('t')) {
   using namespace Halide::Internal;
-  const std::string name = unique_name('t');
   return Let::make(name, value, use(Variable::make(value.type(), name)));
 }
 
@@ -26,9 +25,7 @@ Halide::Expr let_bound(const Halide::Expr& value, const Use& use) {
 inline const std::string fast_let_prefix = "attn_fast";
 template <class Use>
 Halide::Expr fast_bound(const Halide::Expr& value, const Use& use) {
-  using namespace Halide::Internal;
-  const std::string name = unique_name(fast_let_prefix);
-  return Let::make(name, value, use(Variable::make(value.type(), name)));
+  return let_bound(value, use, Halide::Internal::unique_name(fast_let_prefix));
 }
 
 // Halide::strict_float(e) but for fast_bound()'s values, which stay as they are.

@@ -54,7 +54,9 @@ inline Halide::Expr exponent_field(const Halide::Expr& x) {
 
 // A mask's predicate, evaluated without fast-math rewrites: index arithmetic in floats (q_idx / 6,
 // a reciprocal fused into a subtraction) must keep the same keys in every lowering and schedule.
-inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return strict(keep); }
+// Wholly strict, fast_bound() values included: an FMA formed in one lowering and not in another
+// would round differently there.
+inline Halide::Expr exact_predicate(const Halide::Expr& keep) { return Halide::strict_float(keep); }
 
 // The score where kept, no_score() where not (a row's running maximum ignores masked keys).
 inline Halide::Expr kept_or_no_score(const Halide::Expr& score) {
