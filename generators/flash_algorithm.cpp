@@ -94,7 +94,6 @@ class builder {
     const Expr enclosing_full = tile_ranges(tp / (f_.kv_tile / pt), f_.kv_tile).all;
     f_.partial.r.where(partial.lo <= tp && tp < partial.hi && partial.some && !enclosing_full);
     f_.band = band();
-    f_.tiles_follow_band = !is_const_zero(origin_);
     f_.diagonal = diagonal();
 
     f_.state = Func("flash_state" + p_.suffix);

@@ -115,16 +115,12 @@ struct flash_funcs {
   Halide::Expr q_rows;       // rows per query tile: q_tile, or N_Q where few_queries holds
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
   bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)
-  // Key tiles start at each query tile's first kept key (a window's band; mask_bounds.hpp's
-  // first_kept_key), not at key 0: bounds inference then sizes a copy of K shared by the query
-  // tiles loosely (a few tiles past the keys), so its storage cannot be bounded to them.
-  bool tiles_follow_band = false;
 };
 
 // partial_tile divides kv_tile (0: kv_tile); both are multiples of vector. state_lanes > 0 packs the
 // state (flash_funcs::state) where V's width is known when compiling (static or bound), a multiple
 // of it, and there is a softmax; otherwise, or with 0, the state is over dv. tiles_from_band: key tiles start at each query
-// tile's first kept key (flash_funcs::tiles_follow_band), else at key 0 (the GPU schedules, which
+// tile's first kept key (mask_bounds.hpp's first_kept_key), else at key 0 (the GPU schedules, which
 // unroll a tile's keys: from a band's start bounds inference cannot prove the extent constant).
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
                             int state_lanes = 0, bool tiles_from_band = false);

@@ -514,7 +514,7 @@ class lowering {
       ia.push_back(k);
       ib = lead_index(sb, lead);
       ib.push_back(k);
-      ib.push_back(idx.back());
+      ib.push_back(key_of_tile(n, idx.back()));
     }
     f(lhs(idx)) = 0.0f;
     Expr a = value(n.args[0], ia, {});
@@ -526,6 +526,16 @@ class lowering {
     const bool weights = g_.at(n.args[0]).kind == ir::op::softmax || softmax_free != softmax_free_.end();
     f(lhs(idx)) += weights ? weighted(a, b) : a * b;
     return k;
+  }
+
+  // A per-tile product (CPU) reads its right operand (Kᵀ, shared by the query tiles) at keys in
+  // [0, max(N_K, kv_tile)): the tiles' first keys are clamped (flash_algorithm). The promise keeps
+  // bounds inference to them where a tile loop the sizes rule out (N_K < kv_tile; simplified as if
+  // it ran, clamps dropped) would widen the copy, so the schedule can bound it and pad its rows.
+  Expr key_of_tile(const ir::node& product, const Expr& key) const {
+    if (pairwise_ == nullptr || !is_pairwise(product) || options_.gpu) return key;
+    const ir::dim& d = product.shape.back();
+    return unsafe_promise_clamped(key, 0, max(extent(d.name, d.size), options_.tiles.kv_tile) - 1);
   }
 
   // A per-tile product (Q·Kᵀ) is computed for whole blocks of rows, past the last query (a
