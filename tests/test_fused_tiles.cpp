@@ -432,7 +432,7 @@ namespace {
 
 // Halide's heap allocations, counted: current and peak bytes.
 struct memory_meter : Halide::JITUserContext {
-  std::atomic<std::int64_t> now{0}, peak{0};
+  std::atomic<std::int64_t> now{0}, peak{0}, largest{0};
   memory_meter() {
     handlers.custom_malloc = [](Halide::JITUserContext* ctx, size_t bytes) -> void* {
       auto* self = static_cast<memory_meter*>(ctx);
@@ -442,6 +442,9 @@ struct memory_meter : Halide::JITUserContext {
       *reinterpret_cast<std::size_t*>(base) = bytes;
       const std::int64_t n = self->now += static_cast<std::int64_t>(bytes);
       for (std::int64_t p = self->peak; n > p && !self->peak.compare_exchange_weak(p, n);) {
+      }
+      const auto size = static_cast<std::int64_t>(bytes);
+      for (std::int64_t l = self->largest; size > l && !self->largest.compare_exchange_weak(l, size);) {
       }
       return base + 64;
     };
@@ -455,7 +458,8 @@ struct memory_meter : Halide::JITUserContext {
 };
 
 // The peak of Halide's allocations for one call at T = 16384, H = 8, Dh = 64 (inputs filled with
-// 0.25, so that the output is 0.25 wherever a row keeps a key); `lengths`: pass a length of 300.
+// 0.25, so that the output is 0.25 wherever a row keeps a key), and the padding of the copy of Kᵀ;
+// `lengths`: pass a length of 300.
 template <class E>
 void check_extra_memory_is_linear_in_t(const E& e, bool lengths) {
   const attn::ir::graph g = to_ir(e);
@@ -482,6 +486,14 @@ void check_extra_memory_is_linear_in_t(const E& e, bool lengths) {
   BOOST_TEST(meter.peak > 0);  // the meter sees the allocations (the transposed keys at least)
   BOOST_TEST(meter.peak <= 2 * one_input + 16.0 * 1048576);
   BOOST_TEST(meter.peak < scores / 100);
+  // The largest allocation is the copy of Kᵀ the query tiles share: a row of keys per head and
+  // column, padded to an odd number of cache lines (rows a power of two apart share an L1 set).
+  const std::int64_t row = meter.largest / (8 * 64) / 4;  // floats
+  BOOST_TEST_MESSAGE("largest Halide allocation " << meter.largest << " bytes: rows of " << row << " floats");
+  BOOST_TEST(row >= t);
+  BOOST_TEST(row < t + 64);
+  BOOST_TEST(row % 16 == 0);
+  BOOST_TEST((row / 16) % 2 == 1);
   BOOST_TEST(out(0, 0, 0, 0) == 0.25f);  // attention over equal values returns the value
   BOOST_TEST(out(63, t - 1, 7, 0) == 0.25f);
 }
