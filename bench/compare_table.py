@@ -3,7 +3,8 @@
   python3 bench/compare_table.py FILE.json... [--readme README.md]
 Each FILE is attention_bench's output or peers.py's (told apart by their contents). With several of
 either (scripts/compare.sh's rounds), each case's time is its best over them: on a shared machine
-other load only slows a run, and rounds that alternate attnforge and PyTorch give both the same chances.
+other load only slows a run, and rounds that alternate attnforge and PyTorch case by case
+(bench/compare.py) give both the same chances.
 --readme replaces what stands between <!-- results:begin --> and <!-- results:end --> in that file."""
 import argparse
 import datetime
@@ -163,7 +164,7 @@ def table(reports, peer_reports):
         "",
         f"H = 8, B = 1, float32; GFLOP/s from median times" +
         (f", each case's best of {rounds} rounds (scripts/compare.sh: attnforge and PyTorch alternate, "
-         "one sequence length at a time)" if rounds > 1 else "") + f". {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
+         "one case at a time)" if rounds > 1 else "") + f". {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
         "fused kernel is faster. Fused path: what `jit_options{.path = automatic}` ran "
         "(`kernel.compiled().describe()`).",
     ]

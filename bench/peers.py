@@ -179,6 +179,53 @@ def time_call(fn, args, min_time):
     return statistics.median(times)
 
 
+class case_peers:
+    """One case's peers: built once (Flex compiles on its first call), timed as often as asked."""
+
+    def __init__(self, name, variant, t, dh):
+        self.name, self.variant, self.t, self.dh = name, variant, t, dh
+        self.inputs = make_inputs(variant, t, dh)
+        self.fns = {}  # peer -> callable, None (n/a) or the exception building it raised
+        for peer in ("sdpa", "flex"):
+            try:
+                self.fns[peer] = peer_fn(peer, variant, t)
+            except Exception as e:  # one failing peer must not lose the others' numbers
+                self.fns[peer] = e
+
+    def time(self, min_time):
+        """[{name, peer, seconds, gflops, note}], one row per peer."""
+        rows = []
+        for peer, fn in self.fns.items():
+            row = {"name": self.name, "peer": peer, "seconds": None, "gflops": None, "note": ""}
+            try:
+                if isinstance(fn, Exception):
+                    raise fn
+                if fn is None:
+                    row["note"] = "n/a: SDPA has no hook on the scores (softcap)"
+                else:
+                    start = time.perf_counter()
+                    row["seconds"] = time_call(fn, self.inputs, min_time)
+                    row["gflops"] = cases.flops(self.variant, self.t, self.dh) / row["seconds"] / 1e9
+                    log(f"{self.name} {peer}: {row['seconds'] * 1e3:.2f} ms, {row['gflops']:.1f} GFLOP/s "
+                        f"({time.perf_counter() - start:.0f} s with warm-up)")
+            except Exception as e:
+                row["note"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                self.fns[peer] = e  # not retried in later rounds
+                log(f"{self.name} {peer}: {row['note']}")
+            rows.append(row)
+        return rows
+
+    def close(self):
+        torch._dynamo.reset()  # compiled code of this case is not reused
+
+
+def check_once_per_variant(selected):
+    one_per_variant = {}  # (variant, Dh) -> a case
+    for c in selected:
+        one_per_variant.setdefault((c[1], c[3]), c)
+    check(list(one_per_variant.values()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
@@ -191,35 +238,20 @@ def main():
     torch.set_num_threads(args.threads)
     selected = [c for c in cases.cases(args.T) if re.search(args.filter, c[0])]
     if args.check:
-        one_per_variant = {}  # (variant, Dh) -> a case
-        for c in selected:
-            one_per_variant.setdefault((c[1], c[3]), c)
-        check(list(one_per_variant.values()))
+        check_once_per_variant(selected)
 
     results = []
-    for name, variant, t, dh in selected:
-        inputs = make_inputs(variant, t, dh)
-        for peer in ("sdpa", "flex"):
-            row = {"name": name, "peer": peer, "seconds": None, "gflops": None, "note": ""}
-            try:
-                fn = peer_fn(peer, variant, t)
-                if fn is None:
-                    row["note"] = "n/a: SDPA has no hook on the scores (softcap)"
-                else:
-                    start = time.perf_counter()
-                    row["seconds"] = time_call(fn, inputs, args.min_time)
-                    row["gflops"] = cases.flops(variant, t, dh) / row["seconds"] / 1e9
-                    log(f"{name} {peer}: {row['seconds'] * 1e3:.2f} ms, {row['gflops']:.1f} GFLOP/s "
-                        f"({time.perf_counter() - start:.0f} s with warm-up)")
-            except Exception as e:  # one failing peer must not lose the others' numbers
-                row["note"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                log(f"{name} {peer}: {row['note']}")
-            results.append(row)
-        torch._dynamo.reset()  # compiled code of this case is not reused
+    for c in selected:
+        peers = case_peers(*c)
+        results += peers.time(args.min_time)
+        peers.close()
 
-    json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results},
-              sys.stdout, indent=1)
+    json.dump(report(results), sys.stdout, indent=1)
     print()
+
+
+def report(results):
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results}
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@
 #     --update-readme  writes the table into README.md between the results markers
 #     --threads N      threads for both attnforge (HL_NUM_THREADS) and PyTorch (default 2)
 #     --T "1024 2048"  only these sequence lengths (default: all of bench/cases.py)
-#     --rounds N       rounds per sequence length, attnforge then PyTorch in each (default 3); the
-#                      table takes each case's best round, so that a busy spell on a shared machine
-#                      slows one round of both sides, not all of one side's numbers
+#     --rounds N       rounds per case, attnforge then PyTorch in each, one case at a time (default
+#                      3); the table takes each case's best round on each side, both sides timed
+#                      seconds apart, so that a busy spell on a shared machine slows both
 # Run it on a quiet machine: other load on the cores changes every number.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,35 +41,17 @@ else
 fi
 [ -n "$lengths" ] || lengths=$(cd "$root/bench" && python3 -c 'import cases; print(*cases.TS)')
 
-peers="$root/.venv-peers/bin/python"
-have_peers=0
-if [ -x "$peers" ] && "$peers" -c 'import torch' 2>/dev/null; then
-  have_peers=1
-else
+# Each case in turn, its rounds alternating attnforge and PyTorch (bench/compare.py).
+python="$root/.venv-peers/bin/python" peer_flag=()
+if ! [ -x "$python" ] || ! "$python" -c 'import torch' 2>/dev/null; then
   echo "== PyTorch not installed: peer columns stay empty. Install it (once, ~3 GB) with: bash scripts/setup_peers.sh"
+  python=python3 peer_flag=(--no-peers)
 fi
-
-# One JSON per sequence length, round and side; the table reads them all.
 runs="$out/compare"
 rm -rf "$runs"
-mkdir -p "$runs"
-check=(--check)  # peers.py compares each peer with a float64 reference once, before its first timing
-for t in $lengths; do
-  for ((r = 1; r <= rounds; r++)); do
-    echo "== T = $t, round $r of $rounds: attnforge (fused and generic), $threads threads"
-    "$out/attention_bench" "${bench_args[@]}" "--benchmark_filter=/T:$t/" \
-      --benchmark_out="$runs/attnforge.$t.$r.json" --benchmark_out_format=json
-    ((have_peers)) || continue
-    echo "== T = $t, round $r of $rounds: PyTorch SDPA and FlexAttention, $threads threads"
-    if "$peers" "$root/bench/peers.py" --threads "$threads" "${check[@]}" --T "$t" "${peer_args[@]}" \
-        > "$runs/peers.$t.$r.json.tmp"; then
-      mv "$runs/peers.$t.$r.json.tmp" "$runs/peers.$t.$r.json"
-      check=()
-    else
-      echo "== peers.py failed (see above): this round's peer columns stay empty" >&2
-    fi
-  done
-done
+# shellcheck disable=SC2086  # $lengths: a list of numbers
+"$python" "$root/bench/compare.py" --bench "$out/attention_bench" --out "$runs" --T $lengths --rounds "$rounds" \
+  --threads "$threads" "${peer_args[@]}" "${bench_args[@]/#/--bench-arg=}" "${peer_flag[@]}"
 
 echo "== table"
 readme_args=()

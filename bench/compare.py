@@ -1,0 +1,74 @@
+"""The measurements behind scripts/compare.sh: one case at a time, its rounds alternating attnforge
+(attention_bench: the fused and the generic kernel) and PyTorch (peers.py: SDPA and FlexAttention,
+where torch imports), so that both sides of a ratio are timed seconds apart. On a shared machine the
+speed drifts over minutes; timed a whole sequence length apart, one side of a ratio could land in a
+busy spell the other missed. Flex compiles once per case, before the first round.
+  python bench/compare.py --bench build/bench/attention_bench --out DIR [--T 512 1024] [--rounds 3]
+      [--threads 2] [--min-time 0.5] [--bench-arg=--benchmark_min_time=0.2]...
+Writes DIR/attnforge.CASE.ROUND.json (Google Benchmark) and DIR/peers.CASE.ROUND.json (peers.py's
+format), CASE the case's index in bench/cases.py's order; bench/compare_table.py reads them."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import cases
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def torch_peers(threads):
+    """peers.py's module with torch set to `threads`, or None where torch does not import."""
+    try:
+        import peers
+    except ImportError as e:
+        log(f"== PyTorch not available ({e}): peer columns stay empty. Install it (once, ~3 GB) with: "
+            "bash scripts/setup_peers.sh")
+        return None
+    peers.torch.set_num_threads(threads)
+    return peers
+
+
+def run_attnforge(bench, bench_args, name, out):
+    """Both of attnforge's kernels on one case; attention_bench's exit status is checked."""
+    subprocess.run([bench, *bench_args, f"--benchmark_filter=^{name}/(fused|generic)/",
+                    f"--benchmark_out={out}", "--benchmark_out_format=json"], check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", required=True, help="attention_bench")
+    ap.add_argument("--out", required=True, help="directory for the JSON reports")
+    ap.add_argument("--T", type=int, nargs="+", default=list(cases.TS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2, help="PyTorch's threads (attnforge's: HL_NUM_THREADS)")
+    ap.add_argument("--min-time", type=float, default=0.5, help="seconds of timed calls per case, peer and round")
+    ap.add_argument("--bench-arg", action="append", default=[], help="passed to attention_bench")
+    ap.add_argument("--no-peers", action="store_true", help="attnforge only")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds wants a positive integer, got {args.rounds}")
+
+    selected = cases.cases(args.T)
+    peers = None if args.no_peers else torch_peers(args.threads)
+    if peers:
+        peers.check_once_per_variant(selected)  # stops the run if a peer differs from the float64 reference
+    os.makedirs(args.out, exist_ok=True)
+    for index, case in enumerate(selected):
+        name = case[0]
+        on_case = peers.case_peers(*case) if peers else None
+        for r in range(1, args.rounds + 1):
+            log(f"== {name} ({index + 1} of {len(selected)}), round {r} of {args.rounds}")
+            run_attnforge(args.bench, args.bench_arg, name, os.path.join(args.out, f"attnforge.{index}.{r}.json"))
+            if on_case:
+                with open(os.path.join(args.out, f"peers.{index}.{r}.json"), "w") as f:
+                    json.dump(peers.report(on_case.time(args.min_time)), f, indent=1)
+        if on_case:
+            on_case.close()
+
+
+if __name__ == "__main__":
+    main()
