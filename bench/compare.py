@@ -34,8 +34,10 @@ def torch_peers(threads):
 
 def run_attnforge(bench, bench_args, name, out):
     """Both of attnforge's kernels on one case; attention_bench's exit status is checked."""
-    subprocess.run([bench, *bench_args, f"--benchmark_filter=^{name}/(fused|generic)/",
-                    f"--benchmark_out={out}", "--benchmark_out_format=json"], check=True)
+    rc = subprocess.run([bench, *bench_args, f"--benchmark_filter=^{name}/(fused|generic)/",
+                         f"--benchmark_out={out}", "--benchmark_out_format=json"]).returncode
+    if rc != 0:
+        sys.exit(f"compare.py: {bench} failed on {name} (exit status {rc})")
 
 
 def main():
