@@ -4,6 +4,9 @@
 //   <case>/T:<T>/Dh:<Dh>/generic  jit_options{.path = generic}
 // Cases (H = 8 heads, batch 1, float32, q, k, v of shape (H, T, Dh)): full, causal, sliding_window_256,
 // alibi_causal, softcap_causal (cap 20), and mha_proj (x (T, 512), W_Q, W_K, W_V, W_O 512 × 512, 8 heads).
+// Not in the comparison (no PyTorch peer): relu, ReLU attention (weights relu(s)/T, no mask), the
+// fused kernel's tiles and products with no softmax (no maxima, exp, sums or rescaling): how fast
+// full attention could be if its softmax cost nothing, on this machine, in the same run.
 // GFLOP/s count 4·Dh·H per kept (query, key) pair (T² full, T(T+1)/2 causal, Σ min(i+1, 256) in the
 // window), plus 4 · 2·T·D² for the projections of mha_proj; bench/cases.py counts the same way.
 // The FMA peak is measured on the kernels' thread count (HL_NUM_THREADS, else every hardware thread)
@@ -42,8 +45,8 @@ constexpr int window = 256;
 constexpr float cap = 20.0f;
 constexpr std::int64_t Ts[] = {512, 1024, 2048, 4096};
 
-enum class variant { full, causal, sliding_window, alibi_causal, softcap_causal };
-constexpr const char* variant_name[] = {"full", "causal", "sliding_window_256", "alibi_causal", "softcap_causal"};
+enum class variant { full, causal, sliding_window, alibi_causal, softcap_causal, relu };
+constexpr const char* variant_name[] = {"full", "causal", "sliding_window_256", "alibi_causal", "softcap_causal", "relu"};
 
 // softmax(mods(q·kᵀ/√Dh))·v over inputs of shape (H, T, Dh); H is a heads dim, so `head` (ALiBi) indexes it.
 template <variant V, std::int64_t Dh_size>
@@ -57,6 +60,7 @@ constexpr auto attention() {
   else if constexpr (V == variant::causal) return combine(softmax(causal(s)), v);
   else if constexpr (V == variant::sliding_window) return combine(softmax(sliding_window(s, window)), v);
   else if constexpr (V == variant::alibi_causal) return combine(softmax(causal(alibi(s, H))), v);
+  else if constexpr (V == variant::relu) return variants::relu_attention(s, v);
   else return combine(softmax(causal(softcap(s, cap))), v);
 }
 
@@ -69,7 +73,7 @@ constexpr auto mha_proj() {
 // (query, key) pairs the mask keeps; each costs 2·Dh for q·k and 2·Dh for weight·v, per head.
 double kept_pairs(variant v, std::int64_t t) {
   const double n = double(t);
-  if (v == variant::full) return n * n;
+  if (v == variant::full || v == variant::relu) return n * n;
   if (v != variant::sliding_window) return n * (n + 1) / 2;
   const double w = double(std::min<std::int64_t>(window, t));
   return w * n - w * (w - 1) / 2;  // Σ_i min(i + 1, w)
@@ -148,6 +152,8 @@ void register_all() {
       register_attention<variant::alibi_causal, 64>(t, path);
       register_attention<variant::softcap_causal, 64>(t, path);
       register_mha(t, path);
+      register_attention<variant::relu, 64>(t, path);
+      register_attention<variant::relu, 128>(t, path);
     }
 }
 
