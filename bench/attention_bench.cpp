@@ -4,9 +4,9 @@
 //   <case>/T:<T>/Dh:<Dh>/generic  jit_options{.path = generic}
 // Cases (H = 8 heads, batch 1, float32, q, k, v of shape (H, T, Dh)): full, causal, sliding_window_256,
 // alibi_causal, softcap_causal (cap 20), and mha_proj (x (T, 512), W_Q, W_K, W_V, W_O 512 × 512, 8 heads).
-// Not in the comparison (no PyTorch peer): relu, ReLU attention (weights relu(s)/T, no mask), the
-// fused kernel's tiles and products with no softmax (no maxima, exp, sums or rescaling): how fast
-// full attention could be if its softmax cost nothing, on this machine, in the same run.
+// And relu, ReLU attention (weights relu(s)/T, no mask): the fused kernel's tiles and products with
+// no softmax (no maxima, exp, sums or rescaling), how fast full attention would be were its softmax
+// free; compare.py times it beside each full case (bench/cases.py NO_SOFTMAX), with no peer of its own.
 // GFLOP/s count 4·Dh·H per kept (query, key) pair (T² full, T(T+1)/2 causal, Σ min(i+1, 256) in the
 // window), plus 4 · 2·T·D² for the projections of mha_proj; bench/cases.py counts the same way.
 // The FMA peak is measured on the kernels' thread count (HL_NUM_THREADS, else every hardware thread)

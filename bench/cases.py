@@ -12,6 +12,11 @@ QUICK_TS = (512,)
 VARIANTS = (("full", (64, 128)), ("causal", (64, 128)), ("sliding_window_256", (64,)),
             ("alibi_causal", (64,)), ("softcap_causal", (64,)), ("mha_proj", (64,)))
 
+# Timed beside a variant (attnforge only): the same fused kernel without the softmax. ReLU attention
+# (weights relu(s)/T) has full attention's tiles and products and none of its maxima, exp, sums or
+# rescaling: full attention's speed were its softmax free.
+NO_SOFTMAX = {"full": "relu"}
+
 FLOP_COUNTING = ("GFLOP/s count 4·Dh·H FLOPs per (query, key) pair the mask keeps: T² for full, "
                  "T(T+1)/2 for causal (and ALiBi, softcap), Σᵢ min(i+1, 256) ≈ 256·T for the sliding window; "
                  "MHA with projections adds 4 products of 2·T·D² (D = 512). Softmax and score modifiers are not counted.")
@@ -27,7 +32,7 @@ def cases(ts=TS):
 
 
 def kept_pairs(variant, t):
-    if variant in ("full", "mha_proj"):
+    if variant in ("full", "relu", "mha_proj"):
         return t * t
     if variant == "sliding_window_256":
         w = min(WINDOW, t)

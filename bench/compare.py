@@ -32,9 +32,13 @@ def torch_peers(threads):
     return peers
 
 
-def run_attnforge(bench, bench_args, name, out):
-    """Both of attnforge's kernels on one case; attention_bench's exit status is checked."""
-    rc = subprocess.run([bench, *bench_args, f"--benchmark_filter=^{name}/(fused|generic)/",
+def run_attnforge(bench, bench_args, case, out):
+    """Both of attnforge's kernels on one case (and its fused kernel without the softmax, where
+    cases.NO_SOFTMAX names one); attention_bench's exit status is checked."""
+    name, variant, t, dh = case
+    no_softmax = cases.NO_SOFTMAX.get(variant)
+    extra = f"|{cases.name(no_softmax, t, dh)}/fused" if no_softmax else ""
+    rc = subprocess.run([bench, *bench_args, f"--benchmark_filter=^({name}/(fused|generic){extra})/",
                          f"--benchmark_out={out}", "--benchmark_out_format=json"]).returncode
     if rc != 0:
         sys.exit(f"compare.py: {bench} failed on {name} (exit status {rc})")
@@ -64,7 +68,7 @@ def main():
         on_case = peers.case_peers(*case) if peers else None
         for r in range(1, args.rounds + 1):
             log(f"== {name} ({index + 1} of {len(selected)}), round {r} of {args.rounds}")
-            run_attnforge(args.bench, args.bench_arg, name, os.path.join(args.out, f"attnforge.{index}.{r}.json"))
+            run_attnforge(args.bench, args.bench_arg, case, os.path.join(args.out, f"attnforge.{index}.{r}.json"))
             if on_case:
                 with open(os.path.join(args.out, f"peers.{index}.{r}.json"), "w") as f:
                     json.dump(peers.report(on_case.time(args.min_time)), f, indent=1)

@@ -135,8 +135,8 @@ def table(reports, peer_reports):
         f"{threads} threads: {peak:.1f} GFLOP/s.",
         "",
         "| case | attnforge fused GFLOP/s | fraction of FMA peak | generic GFLOP/s | SDPA GFLOP/s | Flex GFLOP/s "
-        "| fused/SDPA | fused/Flex | fused path |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| fused/SDPA | fused/Flex | no softmax GFLOP/s | no softmax/SDPA | fused path |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = set()
     for name, variant, t, dh in cases.cases(ts):
@@ -144,19 +144,22 @@ def table(reports, peer_reports):
         if not fused and not generic:
             continue
         flops = cases.flops(variant, t, dh)
-        for run in (fused, generic):
+        no_softmax = runs.get((cases.name(cases.NO_SOFTMAX[variant], t, dh), "fused")) if variant in cases.NO_SOFTMAX else None
+        for run in (fused, generic, no_softmax):
             if run and run[2] is not None and abs(run[2] - flops) > 1e-6 * flops:
                 sys.exit(f"compare_table: {name}: attention_bench counts {run[2]:.0f} FLOPs, bench/cases.py {flops}")
-        f_gf, g_gf = (flops / run[0] / 1e9 if run else None for run in (fused, generic))
+        f_gf, g_gf, n_gf = (flops / run[0] / 1e9 if run else None for run in (fused, generic, no_softmax))
         cells = [fmt(f_gf), fmt(f_gf / peak if f_gf else None, 3), fmt(g_gf)]
-        ratios = []
+        ratios, peer_gflops = [], {}
         for p in PEERS:
             row = peer_rows.get((name, p))
             gflops, text = peer_cell(row)
+            peer_gflops[p] = gflops
             cells.append(text)
             ratios.append(fmt(f_gf / gflops if f_gf and gflops else None, 2))
             if row and row["note"]:
                 notes.add(f"{PEERS[p]}: {row['note']}")
+        ratios += [fmt(n_gf), fmt(n_gf / peer_gflops["sdpa"] if n_gf and peer_gflops["sdpa"] else None, 2)]
         path = re.search(r"path=(\S+)", fused[1]) if fused else None
         label = f"{variant} T={t} Dh={dh}" if variant != "mha_proj" else f"MHA with projections, D=512, 8 heads, T={t}"
         lines.append(f"| {label} | " + " | ".join(cells + ratios + [path.group(1) if path else "—"]) + " |")
@@ -165,8 +168,10 @@ def table(reports, peer_reports):
         f"H = 8, B = 1, float32; GFLOP/s from median times" +
         (f", each case's best of {rounds} rounds (scripts/compare.sh: attnforge and PyTorch alternate, "
          "one case at a time)" if rounds > 1 else "") + f". {cases.FLOP_COUNTING} Ratios above 1: attnforge's "
-        "fused kernel is faster. Fused path: what `jit_options{.path = automatic}` ran "
-        "(`kernel.compiled().describe()`).",
+        "fused kernel is faster. No softmax: the same fused kernel with ReLU weights (relu(s)/T, "
+        "attention_bench's relu case, timed beside it) in place of the softmax, full attention's "
+        "speed were its softmax free; no softmax/SDPA is the most fused/SDPA could be with these products. "
+        "Fused path: what `jit_options{.path = automatic}` ran (`kernel.compiled().describe()`).",
     ]
     if notes:
         lines += [""] + [f"- {n}" for n in sorted(notes)]

@@ -1,5 +1,6 @@
 """bench/compare_table.py on made-up reports (Python stdlib only; ctest label bench): each side's
-best round, the ratios, n/a and failed peers, the rounds counted, and a FLOP count that disagrees."""
+best round, the ratios, the kernel without softmax beside full attention, n/a and failed peers, the
+rounds counted, and a FLOP count that disagrees."""
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import compare_table  # noqa: E402
 
 FULL = cases.name("full", 512, 64)
 SOFTCAP = cases.name("softcap_causal", 512, 64)
+RELU = cases.name("relu", 512, 64)  # full attention's kernel without the softmax (cases.NO_SOFTMAX)
 
 
 def attnforge(seconds, peak=100.0, flops=None):
@@ -48,8 +50,8 @@ def row_of(text, label):
 
 class CompareTable(unittest.TestCase):
     def test_best_round_of_each_side_and_ratios(self):
-        reports = [attnforge({FULL: (0.010, 0.030), SOFTCAP: (0.008, 0.040)}, peak=90.0),
-                   attnforge({FULL: (0.008, 0.035), SOFTCAP: (0.009, 0.030)}, peak=100.0)]
+        reports = [attnforge({FULL: (0.010, 0.030), SOFTCAP: (0.008, 0.040), RELU: (0.0065, 0.050)}, peak=90.0),
+                   attnforge({FULL: (0.008, 0.035), SOFTCAP: (0.009, 0.030), RELU: (0.0070, 0.050)}, peak=100.0)]
         peer_reports = [peers([(FULL, "sdpa", 0.012, ""), (FULL, "flex", 0.020, ""),
                                (SOFTCAP, "sdpa", None, "n/a: SDPA has no hook on the scores (softcap)"),
                                (SOFTCAP, "flex", None, "failed: RuntimeError: boom")]),
@@ -64,16 +66,19 @@ class CompareTable(unittest.TestCase):
         self.assertEqual(full[3], f"{flops / 0.030 / 1e9:.1f}")  # generic: its own faster round
         self.assertEqual(full[6], f"{0.012 / 0.008:.2f}")  # fused/SDPA, SDPA's faster round
         self.assertEqual(full[7], f"{0.016 / 0.008:.2f}")  # fused/Flex
+        self.assertEqual(full[8], f"{flops / 0.0065 / 1e9:.1f}")  # no softmax: relu's faster round
+        self.assertEqual(full[9], f"{0.012 / 0.0065:.2f}")  # no softmax/SDPA
+        self.assertNotIn("| relu", text)  # a column of full's rows, not a row of its own
         softcap = row_of(text, "softcap_causal T=512 Dh=64")
         self.assertEqual(softcap[1], f"{cases.flops('softcap_causal', 512, 64) / 0.008 / 1e9:.1f}")
-        self.assertEqual((softcap[4], softcap[5], softcap[6], softcap[7]), ("n/a", "failed", "—", "—"))
+        self.assertEqual(softcap[4:10], ["n/a", "failed", "—", "—", "—", "—"])
         self.assertIn("best of 2 rounds", text)
         self.assertIn("100.0 GFLOP/s", text)
 
     def test_without_peers(self):
         text = compare_table.table([attnforge({FULL: (0.010, 0.030)})], [])
         self.assertIn("PyTorch not installed", text)
-        self.assertEqual(row_of(text, "full T=512 Dh=64")[4:8], ["—", "—", "—", "—"])
+        self.assertEqual(row_of(text, "full T=512 Dh=64")[4:10], ["—"] * 6)  # no relu run, no peers
         self.assertNotIn("rounds", text)
 
     def test_flop_count_that_disagrees_stops(self):
