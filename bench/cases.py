@@ -26,6 +26,11 @@ def name(variant, t, dh):
     return f"{variant}/T:{t}/Dh:{dh}"
 
 
+def no_softmax_name(variant, t, dh):
+    """The case of the variant's kernel without its softmax (NO_SOFTMAX), or None."""
+    return name(NO_SOFTMAX[variant], t, dh) if variant in NO_SOFTMAX else None
+
+
 def cases(ts=TS):
     """[(name, variant, T, Dh)] in table order."""
     return [(name(v, t, dh), v, t, dh) for v, dhs in VARIANTS for dh in dhs for t in ts]

@@ -36,8 +36,8 @@ def run_attnforge(bench, bench_args, case, out):
     """Both of attnforge's kernels on one case (and its fused kernel without the softmax, where
     cases.NO_SOFTMAX names one); attention_bench's exit status is checked."""
     name, variant, t, dh = case
-    no_softmax = cases.NO_SOFTMAX.get(variant)
-    extra = f"|{cases.name(no_softmax, t, dh)}/fused" if no_softmax else ""
+    no_softmax = cases.no_softmax_name(variant, t, dh)
+    extra = f"|{no_softmax}/fused" if no_softmax else ""
     rc = subprocess.run([bench, *bench_args, f"--benchmark_filter=^({name}/(fused|generic){extra})/",
                          f"--benchmark_out={out}", "--benchmark_out_format=json"]).returncode
     if rc != 0:

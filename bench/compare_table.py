@@ -144,7 +144,7 @@ def table(reports, peer_reports):
         if not fused and not generic:
             continue
         flops = cases.flops(variant, t, dh)
-        no_softmax = runs.get((cases.name(cases.NO_SOFTMAX[variant], t, dh), "fused")) if variant in cases.NO_SOFTMAX else None
+        no_softmax = runs.get((cases.no_softmax_name(variant, t, dh), "fused"))
         for run in (fused, generic, no_softmax):
             if run and run[2] is not None and abs(run[2] - flops) > 1e-6 * flops:
                 sys.exit(f"compare_table: {name}: attention_bench counts {run[2]:.0f} FLOPs, bench/cases.py {flops}")
