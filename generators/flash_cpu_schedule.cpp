@@ -94,6 +94,13 @@ void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const 
   }
 }
 
+// Every stage of g (when defined) without loop partitioning.
+void never_partition(Func g) {
+  if (!g.defined()) return;
+  g.never_partition_all();
+  for (int i = 0; i < g.num_update_definitions(); ++i) g.update(i).never_partition_all();
+}
+
 // Is V finite? One pass over it per call, before the tasks, row by row: V's columns innermost
 // (vectors), every other index outside them.
 void schedule_value_check(flash_funcs& f, int vector) {
@@ -187,6 +194,13 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   // Partial tiles where V is finite: the plain FMA (1.4x faster for a sliding window of 256), with
   // the schedule above (a specialisation copies it).
   if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
+  // No loop partitioning in a step: its guarded tails nest (register tiles in row blocks in key
+  // tiles), and Halide's partitioning of them grew without bound: sliding windows with vectors of
+  // 4 at Dh = 64 compiled for over 25 minutes, and one overflowed the compiler's stack (a crash).
+  // The default schedules run as fast without it (measured 2026-11-28, Zen 3).
+  for (Func g : {step.score, step.prob, step.max, step.sum, step.pv, step.max_lanes, step.sum_lanes}) never_partition(g);
+  for (stage& pw : step.pairwise) never_partition(pw.func);
+  u.never_partition_all();
 }
 
 }  // namespace
