@@ -196,8 +196,9 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
   // No loop partitioning in a step: its guarded tails nest (register tiles in row blocks in key
   // tiles), and Halide's partitioning of them grew without bound: sliding windows with vectors of
-  // 4 at Dh = 64 compiled for over 25 minutes, and one overflowed the compiler's stack (a crash).
-  // The default schedules run as fast without it (measured 2026-11-28, Zen 3).
+  // 4 at Dh = 64 compiled for over 25 minutes (a sweep of them crashed, likely in the compiler;
+  // guard pages around every buffer found no kernel access outside one). Now seconds; the default
+  // schedules run as fast without it (measured 2026-11-28, Zen 3).
   for (Func g : {step.score, step.prob, step.max, step.sum, step.pv, step.max_lanes, step.sum_lanes}) never_partition(g);
   for (stage& pw : step.pairwise) never_partition(pw.func);
   u.never_partition_all();

@@ -323,8 +323,8 @@ BOOST_AUTO_TEST_CASE(wide_heads_use_their_own_default) {
 
 BOOST_AUTO_TEST_CASE(small_vectors_on_wide_heads_compile_in_seconds) {
   // Sliding windows with vectors of 4 at Dh = 64 (a random schedule sweep's draws) compiled for
-  // over 25 minutes in Halide's loop partitioning, and one overflowed the compiler's stack: the
-  // fused steps are not partitioned now (flash_cpu_schedule.cpp). CTest's timeout bounds this test.
+  // over 25 minutes in Halide's loop partitioning (a sweep of them crashed, likely in the compiler):
+  // the fused steps are not partitioned now (flash_cpu_schedule.cpp). CTest's timeout bounds this test.
   constexpr auto D = dim<"Dw", 64>;
   constexpr auto N = dim<"N">;
   const auto window = sliding_window(scaled_scores(input<"q">(N, D), input<"k">(N, D)), 5);
