@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 #include <functional>
 #include <limits>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "generators/flash_schedule.hpp"
+#include "guarded_tensor.hpp"
 #include "runtime/jit.hpp"
 #include "random_schedule.hpp"
 #include "reference.hpp"
@@ -115,6 +117,18 @@ void expect_reference(const K& kern, const variant& c, const std::string& what,
     if constexpr (K::arity == 4) out = kern(tq, tk, tv, lens);
     else out = kern(tq, tk, tv);
     BOOST_REQUIRE(out.sizes() == (std::vector<index>{batch, heads, nq, width}));
+    // The same call with every tensor against an inaccessible page, after its end and before its
+    // start: an access outside a tensor faults (past an ordinary buffer it reads garbage, silently).
+    for (const ref::guard side : {ref::guard::after, ref::guard::before}) {
+      const tensor<float> unwritten(out.sizes(), std::numeric_limits<float>::quiet_NaN());
+      const ref::guarded_tensor<float> gq(tq, side), gk(tk, side), gv(tv, side), gout(unwritten, side);
+      const ref::guarded_tensor<std::int32_t> glens(lens, side);
+      std::vector<attn::tensor_view> inputs{gq.view(), gk.view(), gv.view()};
+      if constexpr (K::arity == 4) inputs.push_back(glens.view());
+      kern.compiled().run_into(inputs, gout.view(), nullptr);
+      BOOST_CHECK_MESSAGE(std::memcmp(gout.data(), out.data(), out.values().size() * sizeof(float)) == 0,
+                          what << " N_Q=" << nq << " N_K=" << nk << ": guarded buffers gave another output");
+    }
     for (index b = 0; b < batch; ++b) {
       const index len = K::arity == 4 ? lens.data()[b] : nk;
       const ref::comparison cmp = ref::compare(out.data() + b * heads * nq * width, heads * nq * width,
