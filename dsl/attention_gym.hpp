@@ -69,6 +69,9 @@ constexpr auto dilated_sliding_window(const S& scores, int window, int dilation)
 
 // 2-D neighbourhood attention (NATTEN) on a canvas `width` tokens wide, tokens row by row: a
 // query sees the kernel_w × kernel_h keys around it, the window shifted inward at the borders.
+// The geometry is NATTEN's: token i sits at x = i % width, y = i / width. attention-gym's
+// generate_natten takes x = i // width, y = i % width against the same clamps, which on a canvas
+// that is not square drops keys inside the window and even the query itself; this is not that code.
 template <operand S>
 constexpr auto natten_2d(const S& scores, int width, int height, int kernel_w, int kernel_h) {
   const auto qx = gym::remainder(q_idx, width);

@@ -70,14 +70,24 @@ constexpr auto multi_head_self_attention(const X& x, const WQ& wq, const WK& wk,
 
 // Grouped-query attention (Ainslie et al. 2023): H query heads of width Dh share G groups of keys
 // and values, query head h reading group h / (H / G); G = 1 is multi-query attention, G = H is
-// multi-head. W_Q: D × (H·Dh); W_K, W_V: D × (G·Dh); W_O: (H·Dh) × D, its rows a dim named "H*Dh".
-template <expression X, expression WQ, expression WK, expression WV, expression WO, class H, class G, class Dh>
+// multi-head. W_Q: D × (H·Dh); W_K, W_V: D × (G·Dh); W_O: (H·Dh) × D. Dims match by name, and
+// concat_heads names its width "H*Dh" (the heads' and the width's names): declare that dim,
+// dim<"H*Dh", H·Dh>, for W_O's rows (and W_Q's columns); a W_O of another name is a shape error.
+// `scores_of` masks or modifies the scaled scores (H, T, T) before the softmax, e.g.
+// [](auto s) { return causal(s); } for causal GQA; without it, every key is kept.
+template <expression X, expression WQ, expression WK, expression WV, expression WO, class H, class G, class Dh,
+          class ScoresOf>
 constexpr auto grouped_query_self_attention(const X& x, const WQ& wq, const WK& wk, const WV& wv, const WO& wo, H heads,
-                                            G groups, Dh width) {
+                                            G groups, Dh width, ScoresOf scores_of) {
   auto q = split_heads(project(x, wq), heads, width);
   auto k = repeat_heads(split_heads(project(x, wk), groups, width), heads);
   auto v = repeat_heads(split_heads(project(x, wv), groups, width), heads);
-  return project(concat_heads(scaled_dot_product_attention(q, k, v)), wo);
+  return project(concat_heads(combine(softmax(scores_of(scaled_scores(q, k))), v)), wo);
+}
+template <expression X, expression WQ, expression WK, expression WV, expression WO, class H, class G, class Dh>
+constexpr auto grouped_query_self_attention(const X& x, const WQ& wq, const WK& wk, const WV& wv, const WO& wo, H heads,
+                                            G groups, Dh width) {
+  return grouped_query_self_attention(x, wq, wk, wv, wo, heads, groups, width, [](auto scores) { return scores; });
 }
 
 // Luong dot-product (unscaled): e_ij = s_iᵀ·h_j; context c_i = Σ_j α_ij h_j.

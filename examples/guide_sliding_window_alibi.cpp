@@ -26,7 +26,8 @@ constexpr auto k = split_heads(project(x, wk), H);
 constexpr auto v = split_heads(project(x, wv), H);
 constexpr int window = 4;
 constexpr auto local = mask(scaled_scores(q, k), kv_idx <= q_idx && q_idx - kv_idx < window);
-constexpr auto slope = exp((head + 1) * (-8 * 0.6931472f / 4));        // ALiBi: m_h = 2^(-8(h+1)/H)
+constexpr auto slope = exp((head + 1) * (-8 * 0.6931472f / 4));        // ALiBi: m_h = 2^(-8(h+1)/H), H = 4
+// (that formula is ALiBi's for a power-of-two H only; alibi(s, H) has the paper's slopes for any H)
 constexpr auto biased = modify(local, score - slope * (q_idx - kv_idx));
 constexpr auto y = concat_heads(combine(softmax(biased), v));
 static_assert(shape_of(y) == shape(T, D));                              // checked while compiling

@@ -23,6 +23,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -275,11 +276,12 @@ BOOST_AUTO_TEST_CASE(multi_head_self_attention) {
 template <std::int64_t G>
 void check_grouped_query(bool is_causal, std::uint32_t seed) {
   constexpr std::int64_t D = 10, heads = 4, dh = 3;
+  // [snippet: grouped_query]
   constexpr auto Dm = dim<"D", D>;
   constexpr auto Hq = head_dim<"H", heads>;
   constexpr auto Gk = head_dim<"G", G>;
   constexpr auto Dh = dim<"Dh", dh>;
-  constexpr auto HDh = dim<"H*Dh", heads * dh>;
+  constexpr auto HDh = dim<"H*Dh", heads * dh>;  // concat_heads' width, by name: W_O's rows
   constexpr auto GDh = dim<"GDh", G * dh>;
   constexpr auto x = input<"x">(T, Dm);
   constexpr auto y = variants::grouped_query_self_attention(x, weight<"wq">(Dm, HDh), weight<"wk">(Dm, GDh),
@@ -289,6 +291,12 @@ void check_grouped_query(bool is_causal, std::uint32_t seed) {
   constexpr auto v = repeat_heads(split_heads(project(x, weight<"wv">(Dm, GDh)), Gk, Dh), Hq);
   constexpr auto yc = project(concat_heads(combine(softmax(causal(scaled_scores(q, k))), v)), weight<"wo">(HDh, Dm));
   static_assert(shape_of(y) == shape(T, Dm) && shape_of(yc) == shape(T, Dm));
+  // The variant's masked form is the written-out causal layer, node for node.
+  constexpr auto yv = variants::grouped_query_self_attention(x, weight<"wq">(Dm, HDh), weight<"wk">(Dm, GDh),
+                                                             weight<"wv">(Dm, GDh), weight<"wo">(HDh, Dm), Hq, Gk, Dh,
+                                                             [](auto s) { return causal(s); });
+  static_assert(std::is_same_v<decltype(yv), decltype(yc)>);
+  // [end snippet]
   const std::string what = std::string(is_causal ? "causal " : "") + "GQA H=4 G=" + std::to_string(G);
   for (attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
     const auto run = [&](const auto& e) {
