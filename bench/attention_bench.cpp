@@ -14,7 +14,7 @@
 // best so far (each run's fma_peak counter; peak_fraction divides by it): a start that landed in a busy
 // moment on a shared machine once read 263 of 540 GFLOP/s. compare_table.py takes the best of all.
 //   build/bench/attention_bench [--benchmark_filter='causal/T:512/'] [--benchmark_format=json]
-// scripts/compare.sh runs it next to PyTorch and writes the README's table.
+// scripts/compare.sh runs it next to PyTorch and prints the table (--update-docs: into docs/performance.md).
 #include <benchmark/benchmark.h>
 #include <algorithm>
 #include <cstdio>

@@ -1,23 +1,23 @@
 """Merges attention_bench's Google Benchmark JSON and peers.py's JSON into one Markdown table
 (Python stdlib only); scripts/compare.sh runs it.
-  python3 bench/compare_table.py FILE.json... [--readme README.md]
+  python3 bench/compare_table.py FILE.json... [--docs docs/performance.md] [--command "bash scripts/compare.sh"]
 Each FILE is attention_bench's output or peers.py's (told apart by their contents). With several of
 either (scripts/compare.sh's rounds), each case's time is its best over them: on a shared machine
 other load only slows a run, and rounds that alternate attnforge and PyTorch case by case
 (bench/compare.py) give both the same chances.
---readme replaces what stands between <!-- results:begin --> and <!-- results:end --> in that file."""
+--docs writes the table, with its date, CPU, commit and command, as this CPU's section of the CPU
+comparison in that file (bench/performance_doc.py: a new run replaces its own machine's section)."""
 import argparse
-import datetime
 import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 
 import cases
+import performance_doc
 
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+KIND = "cpu-comparison"  # the section kind in docs/performance.md
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
@@ -69,34 +69,6 @@ def best_peer_rows(peer_reports):
     return best
 
 
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
-        if m:
-            return m.group(1).strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    try:
-        with open("/proc/cpuinfo") as f:
-            m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
-            return m.group(1).strip() if m else "unknown CPU"
-    except OSError:
-        return "unknown CPU"
-
-
-def commit():
-    try:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return sha + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def fmt(x, digits=1):
     return "—" if x is None else f"{x:.{digits}f}"
 
@@ -113,7 +85,7 @@ def peer_cell(row):
     return None, "n/a" if row["note"].startswith("n/a") else "failed"
 
 
-def table(reports, peer_reports):
+def table(reports, peer_reports, command="bash scripts/compare.sh"):
     # The best FMA peak measured in the run: at the start of each report, and after each case (attention_bench).
     peaks = []
     for report in reports:
@@ -130,7 +102,8 @@ def table(reports, peer_reports):
     torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
         "PyTorch not installed (bash scripts/setup_peers.sh), so its columns are empty"
     lines = [
-        f"Measured {datetime.date.today().isoformat()} on {cpu_model()}, commit {commit()}: attnforge with "
+        f"Measured {performance_doc.today()} on {performance_doc.cpu_model()}, commit {performance_doc.commit()}, "
+        f"by `{command}`: attnforge with "
         f"{threads} threads (HL_NUM_THREADS), {torch_text}; FMA peak measured in the same run on "
         f"{threads} threads: {peak:.1f} GFLOP/s.",
         "",
@@ -178,22 +151,18 @@ def table(reports, peer_reports):
     return "\n".join(lines) + "\n"
 
 
-def update_readme(path, text):
-    with open(path) as f:
-        readme = f.read()
-    if BEGIN not in readme or END not in readme:
-        sys.exit(f"compare_table: {path} has no {BEGIN} … {END} markers")
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    with open(path, "w") as f:
-        f.write(f"{head}{BEGIN}\n{text}{END}{tail}")
+def write_docs(path, text):
+    """The table as this CPU's dated section of the CPU comparison in `path`."""
+    machine = performance_doc.cpu_model()
+    performance_doc.write_section(KIND, machine, f"### {machine}, {performance_doc.today()}\n\n{text}", path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="attention_bench's --benchmark_out JSON and peers.py's JSON; "
                     "a file that does not exist is skipped (a peer that did not run)")
-    ap.add_argument("--readme", help="write the table into this file, between the results markers")
+    ap.add_argument("--docs", help="write the table into this file (docs/performance.md) as this CPU's section")
+    ap.add_argument("--command", default="bash scripts/compare.sh", help="the command that ran, named in the text")
     args = ap.parse_args()
     reports, peer_reports = [], []
     for path in args.files:
@@ -209,11 +178,11 @@ def main():
             sys.exit(f"compare_table: {path} is neither attention_bench's JSON nor peers.py's")
     if not reports:
         sys.exit("compare_table: no attention_bench JSON among " + " ".join(args.files))
-    text = table(reports, peer_reports)
+    text = table(reports, peer_reports, args.command)
     print(text, end="")
-    if args.readme:
-        update_readme(args.readme, text)
-        print(f"(written into {args.readme})", file=sys.stderr)
+    if args.docs:
+        write_docs(args.docs, text)
+        print(f"(written into {args.docs})", file=sys.stderr)
 
 
 if __name__ == "__main__":

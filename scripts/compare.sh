@@ -2,9 +2,10 @@
 # The whole comparison in one command: builds attention_bench, runs attnforge's fused and generic
 # kernels and PyTorch's SDPA and FlexAttention (if scripts/setup_peers.sh installed them) on the same
 # cases and thread count, and prints one Markdown table (also written to build/bench/compare.md).
-#   bash scripts/compare.sh [--quick] [--update-readme] [--threads N] [--T "LIST"] [--rounds N]
+#   bash scripts/compare.sh [--quick] [--update-docs] [--threads N] [--T "LIST"] [--rounds N]
 #     --quick          T = 512 only, one short round: checks the pipeline, numbers are rough
-#     --update-readme  writes the table into README.md between the results markers
+#     --update-docs    writes the table, with date, CPU, commit and this command, as this CPU's
+#                      section of docs/performance.md (replacing that CPU's earlier section)
 #     --threads N      threads for both attnforge (HL_NUM_THREADS) and PyTorch (default 2)
 #     --T "1024 2048"  only these sequence lengths (default: all of bench/cases.py)
 #     --rounds N       rounds per case, attnforge then PyTorch in each, one case at a time (default
@@ -14,14 +15,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick=0 update=0 threads=2 lengths="" rounds=3
+command="bash scripts/compare.sh${*:+$(printf ' %q' "$@")}"
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
-    --update-readme) update=1 ;;
+    --update-docs) update=1 ;;
     --threads) threads=$2; shift ;;
     --T) lengths=$2; shift ;;
     --rounds) rounds=$2; shift ;;
-    *) echo "usage: bash scripts/compare.sh [--quick] [--update-readme] [--threads N] [--T \"LIST\"] [--rounds N]" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/compare.sh [--quick] [--update-docs] [--threads N] [--T \"LIST\"] [--rounds N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -54,6 +56,6 @@ rm -rf "$runs"
   --threads "$threads" "${peer_args[@]}" "${bench_args[@]/#/--bench-arg=}" "${peer_flag[@]}"
 
 echo "== table"
-readme_args=()
-((update)) && readme_args=(--readme "$root/README.md")
-python3 "$root/bench/compare_table.py" "$runs"/*.json "${readme_args[@]}" | tee "$out/compare.md"
+docs_args=()
+((update)) && docs_args=(--docs "$root/docs/performance.md")
+python3 "$root/bench/compare_table.py" "$runs"/*.json --command "$command" "${docs_args[@]}" | tee "$out/compare.md"

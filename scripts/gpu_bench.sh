@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# The GPU benchmark, on a machine with an NVIDIA GPU (the device tool, when lent): the measured
-# fp32 FMA peak (bench/gpu/fma_peak.cu, built here with nvcc), attnforge's CUDA kernels
-# (build/bench/gpu/gpu_bench, built beforehand with -DATTN_GPU_BENCH=ON, see bench/gpu) and the
-# peers (bench/gpu/peers_gpu.py: SDPA, FlexAttention) on the same shapes, one CSV on stdout.
+# The GPU benchmark, on a machine with an NVIDIA GPU: the measured fp32 FMA peak
+# (bench/gpu/fma_peak.cu, built here with nvcc), attnforge's CUDA kernels (build/bench/gpu/gpu_bench,
+# built beforehand with -DATTN_GPU_BENCH=ON, see bench/gpu) and the peers (bench/gpu/peers_gpu.py:
+# SDPA, FlexAttention) on the same shapes, one CSV on stdout, led by '# key: value' lines naming
+# the run (date, gpu, driver, commit, command, fma_peak_tflops). Its table, and the dated section of
+# docs/performance.md: python3 bench/gpu/gpu_table.py RUN.csv [--docs docs/performance.md]
 #   bash scripts/gpu_bench.sh [--no-peers] [T...]      (default T: 1024 4096 8192)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+command="bash scripts/gpu_bench.sh${*:+$(printf ' %q' "$@")}"
 peers=1
 if [[ "${1:-}" == --no-peers ]]; then peers=0; shift; fi
 ts=("$@")
 [[ ${#ts[@]} -gt 0 ]] || ts=(1024 4096 8192)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader >&2 || true
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) || true
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1) || true
 nvcc -O3 -arch=native "$root/bench/gpu/fma_peak.cu" -o "$tmp/fma_peak"
 "$tmp/fma_peak" | tee "$tmp/peak" >&2
 peak=$(sed -n 's/^fma_peak_tflops,//p' "$tmp/peak")
+echo "# date: $(date +%F)"
+echo "# gpu: ${gpu:-unknown GPU}"
+echo "# driver: ${driver:-unknown}"
+echo "# commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "# command: $command"
+echo "# fma_peak_tflops: $peak"
 status=0
 "$root/build/bench/gpu/gpu_bench" --peak-tflops "$peak" "${ts[@]}" || status=$?
 if [[ $peers == 1 ]]; then

@@ -1,6 +1,6 @@
 """bench/compare_table.py on made-up reports (Python stdlib only; ctest label bench): each side's
 best round, the ratios, the kernel without softmax beside full attention, n/a and failed peers, the
-rounds counted, and a FLOP count that disagrees."""
+rounds counted, a FLOP count that disagrees, and the dated section --docs writes."""
 import json
 import os
 import subprocess
@@ -12,6 +12,7 @@ BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 sys.path.insert(0, BENCH)
 import cases  # noqa: E402
 import compare_table  # noqa: E402
+import performance_doc  # noqa: E402
 
 FULL = cases.name("full", 512, 64)
 SOFTCAP = cases.name("softcap_causal", 512, 64)
@@ -85,25 +86,39 @@ class CompareTable(unittest.TestCase):
         with self.assertRaises(SystemExit):
             compare_table.table([attnforge({FULL: (0.010, 0.030)}, flops=123)], [])
 
-    def test_command_line_and_readme_markers(self):
+    def test_command_line_and_docs_sections(self):
         with tempfile.TemporaryDirectory() as d:
-            a, p, readme = (os.path.join(d, n) for n in ("a.json", "p.json", "README.md"))
+            a, p, doc = (os.path.join(d, n) for n in ("a.json", "p.json", "performance.md"))
             with open(a, "w") as f:
                 json.dump(attnforge({FULL: (0.010, 0.030)}), f)
             with open(p, "w") as f:
                 json.dump(peers([(FULL, "sdpa", 0.011, ""), (FULL, "flex", 0.02, "")]), f)
-            with open(readme, "w") as f:
-                f.write(f"before\n{compare_table.BEGIN}\nold\n{compare_table.END}\nafter\n")
+            anchor = f"<!-- sections: {compare_table.KIND} -->"
+            other = "<!-- begin: cpu-comparison another-cpu -->\nold table\n<!-- end: cpu-comparison another-cpu -->"
+            with open(doc, "w") as f:
+                f.write(f"before\n{anchor}\n{other}\nafter\n")
             script = os.path.join(BENCH, "compare_table.py")
-            run = subprocess.run([sys.executable, script, a, p, os.path.join(d, "absent.json"), "--readme", readme],
-                                 capture_output=True, text=True)
-            self.assertEqual(run.returncode, 0, run.stderr)
-            with open(readme) as f:
+            command = ["--command", "bash scripts/compare.sh --T 512"]
+            for _ in range(2):  # the second run replaces the first one's section
+                run = subprocess.run([sys.executable, script, a, p, os.path.join(d, "absent.json"), "--docs", doc, *command],
+                                     capture_output=True, text=True)
+                self.assertEqual(run.returncode, 0, run.stderr)
+            with open(doc) as f:
                 written = f.read()
-            self.assertTrue(written.startswith(f"before\n{compare_table.BEGIN}\nMeasured "))
-            self.assertTrue(written.endswith(f"{compare_table.END}\nafter\n"))
-            self.assertNotIn("old", written)
+            begin, end = performance_doc.markers(compare_table.KIND, performance_doc.cpu_model())
+            self.assertEqual(written.count(begin), 1)
+            self.assertEqual(written.count(end), 1)
+            self.assertTrue(written.startswith(f"before\n{anchor}\n{begin}\n### {performance_doc.cpu_model()}, "))
+            self.assertTrue(written.endswith(f"{end}\n\n{other}\nafter\n"))  # another machine's section stays
+            self.assertIn("by `bash scripts/compare.sh --T 512`", written)
             self.assertIn("| full T=512 Dh=64 |", written)
+            # A file without the kind's line is refused, untouched.
+            with open(doc, "w") as f:
+                f.write("no sections here\n")
+            run = subprocess.run([sys.executable, script, a, "--docs", doc], capture_output=True, text=True)
+            self.assertNotEqual(run.returncode, 0)
+            with open(doc) as f:
+                self.assertEqual(f.read(), "no sections here\n")
             # Peers' JSON alone is not a table.
             run = subprocess.run([sys.executable, script, p], capture_output=True, text=True)
             self.assertNotEqual(run.returncode, 0)

@@ -1,23 +1,49 @@
-"""The README's GPU table from scripts/gpu_bench.sh's CSV: per case, attnforge's default GPU
-schedule, its best schedule of those timed, SDPA and FlexAttention, in TFLOP/s and as a fraction
-of the measured fp32 FMA peak, and the ratios.   usage: python3 gpu_table.py GPU_BENCH.csv"""
+"""The GPU table from scripts/gpu_bench.sh's CSV: per case, attnforge's default GPU schedule, its
+best schedule of those timed, SDPA and FlexAttention, in TFLOP/s and as a fraction of the measured
+fp32 FMA peak, and the ratios.
+  python3 bench/gpu/gpu_table.py GPU_BENCH.csv [--docs docs/performance.md]
+      [--date D] [--gpu NAME] [--driver V] [--commit C] [--command CMD] [--fma-peak-tflops P]
+The CSV's '# key: value' lines (date, gpu, driver, commit, command, fma_peak_tflops, written by gpu_bench.sh) name the run;
+the options replace them (for a CSV without them). --docs writes the table, with that line, as
+this GPU's section of the GPU benchmark in that file (bench/performance_doc.py)."""
+import argparse
 import collections
 import csv
+import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import performance_doc  # noqa: E402
 
-def main():
-    cases = collections.defaultdict(dict)
-    with open(sys.argv[1]) as f:
-        for row in csv.reader(f):
+KIND = "gpu-benchmark"  # the section kind in docs/performance.md
+KEYS = ("date", "gpu", "driver", "commit", "command", "fma_peak_tflops")  # what names a run
+
+
+def read_run(path):
+    """({(mask, T, Dh): {schedule or peer: (TFLOP/s, fraction of peak)}}, {key: value} of '# key: value'
+    lines, the peers' torch version)."""
+    cases, about, torch = collections.defaultdict(dict), {}, None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") and ":" in line:
+                key, value = line[1:].split(":", 1)
+                about[key.strip()] = value.strip()
+                continue
+            row = next(csv.reader([line]))
             if len(row) != 9 or row[0] not in ("attnforge", "sdpa", "flex"):
                 continue
             impl, schedule, mask, t, dh, _ms, gflops, peak, _err = row
+            if impl != "attnforge":
+                torch = schedule.removeprefix("torch ")
             name = schedule if impl == "attnforge" else impl
             cases[(mask, int(t), int(dh))][name] = (float(gflops) / 1e3, float(peak))
-    print("| mask | T | Dh | attnforge default: TFLOP/s (of peak) | best attnforge schedule: TFLOP/s | SDPA: TFLOP/s (of peak) "
-          "| FlexAttention: TFLOP/s | default / SDPA | default / Flex |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    return cases, about, torch
+
+
+def table(cases):
+    lines = ["| mask | T | Dh | attnforge default: TFLOP/s (of peak) | best attnforge schedule: TFLOP/s | "
+             "SDPA: TFLOP/s (of peak) | FlexAttention: TFLOP/s | default / SDPA | default / Flex |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for key in sorted(cases, key=lambda k: (k[0] != "full", k[1], k[2])):
         c = cases[key]
         if not {"default", "sdpa", "flex"} <= c.keys():
@@ -25,8 +51,33 @@ def main():
         best, label = max((v[0], k) for k, v in c.items() if k not in ("sdpa", "flex"))
         label = "default" if label == "default" else f"`{label}`"
         d, s, fl = c["default"], c["sdpa"], c["flex"]
-        print(f"| {key[0]} | {key[1]} | {key[2]} | {d[0]:.2f} ({d[1]:.1%}) | {best:.2f} ({label}) | {s[0]:.1f} ({s[1]:.0%}) "
-              f"| {fl[0]:.1f} | {d[0] / s[0]:.3f} | {d[0] / fl[0]:.2f} |")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {d[0]:.2f} ({d[1]:.1%}) | {best:.2f} ({label}) | "
+                     f"{s[0]:.1f} ({s[1]:.0%}) | {fl[0]:.1f} | {d[0] / s[0]:.3f} | {d[0] / fl[0]:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv", help="scripts/gpu_bench.sh's output")
+    ap.add_argument("--docs", help="write the table into this file (docs/performance.md) as this GPU's section")
+    for key in KEYS:
+        ap.add_argument(f"--{key.replace('_', '-')}", dest=key, help=f"the run's {key} (default: the CSV's '# {key}:' line)")
+    args = ap.parse_args()
+    cases, about, torch = read_run(args.csv)
+    for key in KEYS:
+        about[key] = getattr(args, key) or about.get(key, "unknown")
+    text = table(cases)
+    print(text, end="")
+    if args.docs:
+        driver = f" (driver {about['driver']})" if about["driver"] != "unknown" else ""
+        about_run = (
+                f"Measured {about['date']} on {about['gpu']}{driver}, commit {about['commit']}, by `{about['command']}` "
+                f"(kernels built with `-DATTN_GPU_BENCH=ON`, target `gpu_bench`); fp32, B = 4, H = 16; fp32 FMA peak "
+                f"measured in the same run (bench/gpu/fma_peak.cu): {about['fma_peak_tflops']} TFLOP/s; SDPA and "
+                f"FlexAttention from PyTorch {torch or 'unknown'}, TF32 off; causal counts half the FLOPs.")
+        body = f"### {about['gpu']}, {about['date']}\n\n{about_run}\n\n{text}"
+        performance_doc.write_section(KIND, about["gpu"], body, args.docs)
+        print(f"(written into {args.docs})", file=sys.stderr)
 
 
 if __name__ == "__main__":
