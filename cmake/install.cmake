@@ -14,7 +14,7 @@ install(FILES generators/aot/registry.hpp generators/aot/named_variants.hpp gene
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnforge/generators/aot)
 
 # attn_warnings only ever links privately (no effect on users) but must be exported with them.
-install(TARGETS attn_dsl attn_warnings attn_generators attnforge attnforge_generator attn-gen EXPORT attnforgeTargets
+install(TARGETS attn_dsl attn_warnings attn_generators attnforge attnforge_generator attn-gen attn-cache EXPORT attnforgeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT attnforgeTargets NAMESPACE attnforge:: DESTINATION ${attn_cmake_dir})
 configure_package_config_file(cmake/attnforgeConfig.cmake.in ${PROJECT_BINARY_DIR}/attnforgeConfig.cmake

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <array>
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +15,10 @@
 #include <set>
 #include <sstream>
 #include <vector>
+#include "environment.hpp"
+#include "errors.hpp"
+#include "private_folder.hpp"
+#include "private_temp_dir.hpp"
 
 namespace attn {
 
@@ -68,10 +74,9 @@ std::uint64_t get_u64(const char* p) {
   return v;
 }
 
-bool read_all(int fd, std::string& out) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return false;
-  out.resize(static_cast<std::size_t>(st.st_size));
+// Reads the whole of an opened file known to hold at most largest_entry bytes.
+bool read_all(int fd, std::uint64_t size, std::string& out) {
+  out.resize(static_cast<std::size_t>(size));
   std::size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
@@ -81,6 +86,23 @@ bool read_all(int fd, std::string& out) {
   }
   return true;
 }
+
+// Opens a cache file for reading without following a link or blocking on a FIFO.
+int open_entry(const std::filesystem::path& path) { return open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); }
+
+// "<16 hex digits of the key's hash>-<8 of the version's>.so"
+constexpr std::size_t entry_name_size = 16 + 1 + 8 + 3;
+bool is_entry_name(const std::string& name) {
+  if (name.size() != entry_name_size || !name.ends_with(".so") || name[16] != '-') return false;
+  for (std::size_t i = 0; i < 25; ++i)
+    if (i != 16 && !std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+// Temporary files of a store in progress: ".tmp-<entry name>.XXXXXX".
+constexpr std::string_view temp_prefix = ".tmp-";
+// Work folders of a compile in progress (private_temp_dir.hpp).
+constexpr std::string_view work_prefix = ".work-";
 
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -113,43 +135,66 @@ std::optional<entry_parts> parse_entry(std::string_view bytes, std::string& why)
   return entry_parts{bytes.substr(0, payload), bytes.substr(payload, key_size), bytes.substr(payload + key_size, version_size)};
 }
 
-disk_cache::disk_cache(std::filesystem::path dir, std::string version) : dir_(std::move(dir)), version_(std::move(version)) {}
+std::optional<disk_cache> disk_cache::open(const std::filesystem::path& dir, std::string version) {
+  if (auto why = make_private_folder(dir)) {
+    report_once("trust:" + dir.string(), "not using " + dir.string() + ": " + *why +
+                                             "; kernels are compiled in this process (the folder must be writable by this user alone)");
+    return std::nullopt;
+  }
+  return disk_cache(dir, std::move(version));
+}
 
-std::filesystem::path disk_cache::entry_path(const std::string& key) const { return dir_ / (hex(fnv1a(key)) + ".so"); }
+std::filesystem::path disk_cache::entry_path(const std::string& key) const {
+  return dir_ / (hex(fnv1a(key)) + "-" + hex(fnv1a(version_)).substr(8) + ".so");
+}
 
 std::optional<std::filesystem::path> disk_cache::find(const std::string& key) const {
   const std::filesystem::path path = entry_path(key);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;  // a plain miss
-  std::string bytes;
-  const bool read = read_all(fd, bytes);
-  close(fd);
+  const int fd = open_entry(path);
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;  // a plain miss
   auto bad = [&](const std::string& why) -> std::optional<std::filesystem::path> {
-    report_once("bad:" + path.string(), "entry " + path.string() + " " + why + ": recompiling");
+    if (fd >= 0) close(fd);
+    report_once("bad:" + path.string() + ":" + why, "entry " + path.string() + " " + why + ": recompiling");
     return std::nullopt;
   };
-  if (!read) return bad("cannot be read");
+  if (fd < 0) return bad(errno == ELOOP ? "is a symbolic link" : std::string("cannot be opened (") + std::strerror(errno) + ")");
   std::string why;
+  if (!trusted_file(fd, why)) return bad(why);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return bad("cannot be inspected");
+  if (static_cast<std::uint64_t>(st.st_size) > largest_entry) return bad("is larger than any kernel (" + std::to_string(st.st_size) + " bytes)");
+  std::string bytes;
+  if (!read_all(fd, static_cast<std::uint64_t>(st.st_size), bytes)) return bad("cannot be read");
   const auto parts = parse_entry(bytes, why);
   if (!parts) return bad(why);
-  const std::string_view stored_key = parts->key, stored_version = parts->version;
-  if (stored_version != version_) return bad("was written by " + std::string(stored_version) + ", this is " + version_);
-  if (stored_key != key) return bad("holds another kernel (name collision)");
+  if (parts->version != version_) return bad("was written by " + std::string(parts->version) + ", this is " + version_);
+  if (parts->key != key) return bad("holds another kernel (name collision)");
+  futimens(fd, nullptr);  // used now: the last to be trimmed (fails harmlessly in a folder of root's)
+  close(fd);
   return path;
 }
 
-bool disk_cache::store(const std::string& key, const std::filesystem::path& payload) const {
-  auto fail = [&](const std::string& what) {
-    report_once("write:" + dir_.string(), "cannot " + what + " (" + std::strerror(errno) +
-                                              "): kernels are compiled in this process and not kept");
-    return false;
-  };
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) {
-    errno = ec.value();
-    return fail("create " + dir_.string());
+namespace {
+
+// One report per folder for every way of failing to write in it.
+bool cannot_write(const std::filesystem::path& dir, const std::string& what) {
+  report_once("write:" + dir.string(), "cannot " + what + " (" + std::strerror(errno) + "): kernels are compiled in this process and not kept");
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<private_temp_dir> disk_cache::work_folder() const {
+  try {
+    return std::make_unique<private_temp_dir>(dir_, work_prefix);
+  } catch (const error&) {
+    cannot_write(dir_, "write in " + dir_.string());
+    return nullptr;
   }
+}
+
+bool disk_cache::store(const std::string& key, const std::filesystem::path& payload) const {
+  auto fail = [&](const std::string& what) { return cannot_write(dir_, what); };
   std::string bytes;
   {
     std::ifstream in(payload, std::ios::binary);
@@ -168,10 +213,10 @@ bool disk_cache::store(const std::string& key, const std::filesystem::path& payl
   put_u64(bytes, magic);
 
   const std::filesystem::path final_path = entry_path(key);
-  std::string temp = (dir_ / ("." + final_path.filename().string() + ".XXXXXX")).string();
-  const int fd = mkostemp(temp.data(), O_CLOEXEC);
+  std::string temp = (dir_ / (std::string(temp_prefix) + final_path.filename().string() + ".XXXXXX")).string();
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);  // mode 0600
   if (fd < 0) return fail("write in " + dir_.string());
-  const bool written = fchmod(fd, 0644) == 0 && write_all(fd, bytes) && fsync(fd) == 0;
+  const bool written = write_all(fd, bytes) && fsync(fd) == 0;
   const int saved = errno;
   close(fd);
   if (!written || std::rename(temp.c_str(), final_path.c_str()) != 0) {
@@ -181,11 +226,84 @@ bool disk_cache::store(const std::string& key, const std::filesystem::path& payl
     return fail("write " + final_path.string());
   }
   // The rename itself survives a crash once the folder is synced.
-  if (const int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+  if (const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
     fsync(dfd);
     close(dfd);
   }
+  trim(size_limit(), final_path);
   return true;
+}
+
+std::vector<cache_entry> disk_cache::entries() const {
+  std::vector<cache_entry> found;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!is_entry_name(it->path().filename().string())) continue;
+    const int fd = open_entry(it->path());
+    if (fd < 0) continue;
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      continue;
+    }
+    std::error_code t;
+    cache_entry e{it->path(), static_cast<std::uint64_t>(st.st_size), std::filesystem::last_write_time(it->path(), t), {}, {}};
+    // The key and version sit just before the fixed trailer; the payload need not be read.
+    char trailer[fixed_trailer];
+    if (e.bytes >= fixed_trailer &&
+        pread(fd, trailer, fixed_trailer, static_cast<off_t>(e.bytes - fixed_trailer)) == static_cast<ssize_t>(fixed_trailer) &&
+        get_u64(trailer + 32) == magic) {
+      const std::uint64_t key_size = get_u64(trailer + 8), version_size = get_u64(trailer + 16);
+      if (key_size + version_size <= e.bytes - fixed_trailer && key_size + version_size < (std::uint64_t(1) << 20)) {
+        std::string text(static_cast<std::size_t>(key_size + version_size), '\0');
+        if (pread(fd, text.data(), text.size(), static_cast<off_t>(e.bytes - fixed_trailer - text.size())) == static_cast<ssize_t>(text.size())) {
+          e.key = text.substr(0, key_size);
+          e.version = text.substr(key_size);
+        }
+      }
+    }
+    close(fd);
+    found.push_back(std::move(e));
+  }
+  std::sort(found.begin(), found.end(), [](const cache_entry& a, const cache_entry& b) { return a.last_used < b.last_used; });
+  return found;
+}
+
+void disk_cache::remove_leftovers() const {
+  remove_dead_temp_dirs(dir_, work_prefix);
+  // A store's temporary file lives for the seconds of one write: an hour-old one was abandoned.
+  const auto now = std::filesystem::file_time_type::clock::now();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code t;
+    if (it->path().filename().string().starts_with(temp_prefix) && it->is_regular_file(t) &&
+        now - std::filesystem::last_write_time(it->path(), t) > std::chrono::hours(1) && !t)
+      unlink(it->path().c_str());
+  }
+}
+
+std::size_t disk_cache::clear(bool only_stale) const {
+  std::size_t removed = 0;
+  for (const cache_entry& e : entries())
+    if ((!only_stale || e.version != version_) && unlink(e.path.c_str()) == 0) ++removed;
+  remove_leftovers();
+  return removed;
+}
+
+void disk_cache::trim(std::uint64_t limit, const std::filesystem::path& keep) const {
+  const std::vector<cache_entry> all = entries();
+  std::uint64_t total = 0;
+  for (const cache_entry& e : all) total += e.bytes;
+  for (const cache_entry& e : all) {  // least recently used first
+    if (total <= limit) break;
+    if (e.path == keep) continue;
+    if (unlink(e.path.c_str()) == 0 || errno == ENOENT) total -= e.bytes;  // another process may trim too
+  }
+  remove_leftovers();
+}
+
+std::uint64_t disk_cache::size_limit() {
+  return number_from_environment("ATTN_CACHE_SIZE_LIMIT", quantity::bytes).value_or(std::uint64_t(2) << 30);
 }
 
 }  // namespace attn::detail

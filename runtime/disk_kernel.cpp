@@ -1,12 +1,12 @@
 #include "disk_kernel.hpp"
 
 #include <atomic>
-#include <map>
-#include <mutex>
+#include <optional>
 #include "attn_build_digest.hpp"
 #include "cache_dir.hpp"
 #include "disk_cache.hpp"
 #include "errors.hpp"
+#include "parallel_runtime.hpp"
 #include "private_temp_dir.hpp"
 
 namespace attn::detail {
@@ -18,23 +18,10 @@ std::string disk_cache_version() {
 
 namespace {
 
-// The dynamic loader hands back an already loaded object for a path it has seen, whatever the
-// file holds now: remember which key each cache path was loaded for, so that a path reused by
-// another key (a hash collision, repaired entry) is never taken for the first one.
-std::mutex loaded_mutex;
-std::map<std::string, std::string> loaded_keys;  // guarded by loaded_mutex
-
-bool loadable_as(const std::filesystem::path& path, const std::string& key) {
-  std::lock_guard lock(loaded_mutex);
-  const auto [it, fresh] = loaded_keys.emplace(path.string(), key);
-  return fresh || it->second == key;
-}
-
-std::shared_ptr<const shared_object_kernel> load_entry(const std::filesystem::path& path, const std::string& key,
-                                                       std::size_t buffers) {
-  if (!loadable_as(path, key)) return nullptr;
+std::shared_ptr<const shared_object_kernel> load_entry(const std::filesystem::path& path, std::size_t buffers,
+                                                       const parallel_runtime& pool) {
   try {
-    return shared_object_kernel::load(path, buffers);
+    return shared_object_kernel::load(path, buffers, pool);
   } catch (const error& e) {
     report_once("load:" + path.string(), "entry " + path.string() + " " + e.what() + ": recompiling");
     return nullptr;
@@ -49,16 +36,19 @@ std::shared_ptr<const shared_object_kernel> disk_kernel(const Halide::Pipeline& 
                                                         const std::function<void()>& before_compile) {
   const auto dir = kernel_cache_dir();
   if (!dir || target.has_gpu_feature()) return nullptr;
-  const disk_cache cache(*dir, disk_cache_version());
+  const std::optional<disk_cache> cache = disk_cache::open(*dir, disk_cache_version());
+  if (!cache) return nullptr;
+  const parallel_runtime* pool = shared_parallel_runtime(*cache, target);
+  if (pool == nullptr) return nullptr;
   const std::size_t buffers = arguments.size() + pipeline.outputs().size();  // inputs, then outputs
   const std::string full_key = key + "|resolved_target=" + target.to_string();
-  if (auto path = cache.find(full_key))
-    if (auto k = load_entry(*path, full_key, buffers)) return k;
+  if (auto path = cache->find(full_key))
+    if (auto k = load_entry(*path, buffers, *pool)) return k;
 
-  const private_temp_dir temp;
-  // A name never used before in this process: the loader must not confuse it with an earlier one.
+  const auto work = cache->work_folder();
+  if (!work) return nullptr;
   static std::atomic<unsigned long> counter{0};
-  const std::filesystem::path so = temp.path() / ("kernel" + std::to_string(counter++) + ".so");
+  const std::filesystem::path so = work->path() / ("kernel" + std::to_string(counter++) + ".so");
   if (before_compile) before_compile();
   try {
     compile_shared_object(pipeline, arguments, target, so);
@@ -66,11 +56,11 @@ std::shared_ptr<const shared_object_kernel> disk_kernel(const Halide::Pipeline& 
     report_once("link", std::string(e.what()) + ": kernels are compiled in this process and not kept");
     return nullptr;
   }
-  if (cache.store(full_key, so))
-    if (auto path = cache.find(full_key))
-      if (auto k = load_entry(*path, full_key, buffers)) return k;
+  if (cache->store(full_key, so))
+    if (auto path = cache->find(full_key))
+      if (auto k = load_entry(*path, buffers, *pool)) return k;
   try {
-    return shared_object_kernel::load(so, buffers);  // not kept; mapped until exit
+    return shared_object_kernel::load(so, buffers, *pool);  // not kept; mapped while loaded
   } catch (const error& e) {
     report_once("load", std::string("a freshly linked kernel ") + e.what() + ": kernels are compiled in this process instead");
     return nullptr;

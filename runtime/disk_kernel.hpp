@@ -20,8 +20,4 @@ std::shared_ptr<const shared_object_kernel> disk_kernel(const Halide::Pipeline& 
                                                         const Halide::Target& target, const std::string& key,
                                                         const std::function<void()>& before_compile = {});
 
-// What wrote an entry: Halide's version and a digest of attnforge's lowering sources. An entry
-// written under another is stale (recompiled, reported once).
-std::string disk_cache_version();
-
 }  // namespace attn::detail

@@ -1,6 +1,6 @@
 #include "kernel_cache.hpp"
 
-#include <cstdlib>
+#include "environment.hpp"
 #include "limits.hpp"
 
 namespace attn::detail {
@@ -68,12 +68,7 @@ void kernel_cache::set_limit(std::size_t limit) {
 namespace {
 
 std::size_t default_limit() {
-  if (const char* env = std::getenv("ATTN_KERNEL_CACHE_LIMIT")) {
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(env, &end, 10);
-    if (end != env && *end == '\0') return static_cast<std::size_t>(n);
-  }
-  return 128;  // ~1.3 MB of machine code each
+  return number_from_environment("ATTN_KERNEL_CACHE_LIMIT", quantity::count).value_or(128);  // ~1.3 MB of code each
 }
 
 }  // namespace

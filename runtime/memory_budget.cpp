@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <unistd.h>
+#include "environment.hpp"
 #include "limits.hpp"
 
 namespace attn::detail {
@@ -37,11 +38,8 @@ memory_need need_of(const ir::node& n, const call_shape& call, bool intermediate
 }
 
 std::int64_t default_budget() {
-  if (const char* env = std::getenv("ATTN_MEMORY_BUDGET")) {
-    char* end = nullptr;
-    const long long n = std::strtoll(env, &end, 10);
-    if (end != env && *end == '\0' && n > 0) return n;
-  }
+  if (const auto n = number_from_environment("ATTN_MEMORY_BUDGET", quantity::bytes); n && *n > 0)
+    return static_cast<std::int64_t>(*n);
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return std::int64_t{4} << 30;
   return saturating_mul(pages, page) / 2;

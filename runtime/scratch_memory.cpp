@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <vector>
+#include "environment.hpp"
 #include "limits.hpp"
 
 namespace attn {
@@ -16,13 +17,7 @@ constexpr std::size_t alignment = 128, header = 128;  // the header holds the bl
 constexpr std::size_t large = std::size_t(1) << 20;   // blocks from here on are kept when freed
 
 std::size_t limit_from_environment() {
-  if (const char* s = std::getenv("ATTN_SCRATCH_CACHE"); s && *s) {
-    try {
-      return static_cast<std::size_t>(std::stoull(s));
-    } catch (const std::exception&) {
-    }
-  }
-  return std::size_t(512) << 20;
+  return detail::number_from_environment("ATTN_SCRATCH_CACHE", detail::quantity::bytes).value_or(std::size_t(512) << 20);
 }
 
 std::atomic<std::size_t>& limit() {

@@ -4,12 +4,16 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include "errors.hpp"
+#include "private_temp_dir.hpp"
 #include "scratch_memory.hpp"
 
 extern char** environ;
@@ -39,10 +43,18 @@ std::string linker() {
   return ATTN_DEFAULT_LINKER;
 }
 
-void link_shared(const std::filesystem::path& object, const std::filesystem::path& so_path) {
-  const std::filesystem::path script = so_path.parent_path() / "exports.map", log = so_path.parent_path() / "link.log";
-  std::ofstream(script) << "{ global: " << entry << "; " << entry << "_argv; " << entry
-                        << "_metadata; halide_set_error_handler; halide_set_custom_malloc; halide_set_custom_free; local: *; };\n";
+}  // namespace
+
+void link_shared_object(const std::filesystem::path& object, const std::filesystem::path& so_path,
+                        const std::vector<std::string>& exports) {
+  const std::filesystem::path script = so_path.parent_path() / (so_path.stem().string() + ".map"),
+                              log = so_path.parent_path() / (so_path.stem().string() + ".log");
+  {
+    std::ofstream map(script);
+    map << "{ global: ";
+    for (const std::string& e : exports) map << e << "; ";
+    map << "local: *; };\n";
+  }
   const std::string cmd = linker();
   std::vector<std::string> args{cmd, "-shared", "-o", so_path.string(), object.string(),
                                 "-Wl,--version-script=" + script.string(), "-lpthread", "-ldl", "-lm"};
@@ -61,33 +73,54 @@ void link_shared(const std::filesystem::path& object, const std::filesystem::pat
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw link_failure("linking the kernel with '" + cmd + "' failed: " + read_text(log));
+    throw link_failure("linking with '" + cmd + "' failed: " + read_text(log));
 }
 
-}  // namespace
-
-std::shared_ptr<const shared_object_kernel> shared_object_kernel::load(const std::filesystem::path& path, std::size_t buffers) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+std::shared_ptr<const shared_object> shared_object::load(const std::filesystem::path& path) {
+  // The loader knows objects by the name they were opened under: a fresh hard link gives this
+  // file a name never used before, so an earlier object of the same path is never taken for it.
+  // (A folder we cannot write in is one only root can change: its files are loaded as named.)
+  static std::atomic<unsigned long> counter{0};
+  std::optional<private_temp_dir> fresh;
+  std::filesystem::path name = path;
+  try {
+    fresh.emplace(path.parent_path(), ".load-");
+    const std::filesystem::path link = fresh->path() / ("k" + std::to_string(counter++) + ".so");
+    if (::link(path.c_str(), link.c_str()) == 0) name = link;
+  } catch (const error&) {
+  }
+  void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) throw error(std::string("cannot load: ") + dlerror());
-  // Never dlclose'd (see the header); the handle is owned by the process from here on.
-  const auto fn = reinterpret_cast<argv_fn>(dlsym(handle, (std::string(entry) + "_argv").c_str()));
-  const auto metadata = reinterpret_cast<const halide_filter_metadata_t* (*)()>(dlsym(handle, (std::string(entry) + "_metadata").c_str()));
-  const auto set_handler = reinterpret_cast<halide_error_handler_t (*)(halide_error_handler_t)>(dlsym(handle, "halide_set_error_handler"));
-  if (fn == nullptr || metadata == nullptr || set_handler == nullptr) throw error("not an attnforge kernel (entry points missing)");
+  return std::shared_ptr<const shared_object>(new shared_object(handle));
+}
+
+shared_object::~shared_object() { dlclose(handle_); }
+
+void* shared_object::symbol(const std::string& name) const { return dlsym(handle_, name.c_str()); }
+
+std::shared_ptr<const shared_object_kernel> shared_object_kernel::load(const std::filesystem::path& path, std::size_t buffers,
+                                                                       const parallel_runtime& pool) {
+  auto object = shared_object::load(path);
+  const auto fn = reinterpret_cast<argv_fn>(object->symbol(std::string(entry) + "_argv"));
+  const auto metadata = reinterpret_cast<const halide_filter_metadata_t* (*)()>(object->symbol(std::string(entry) + "_metadata"));
+  const auto set_handler = reinterpret_cast<halide_error_handler_t (*)(halide_error_handler_t)>(object->symbol("halide_set_error_handler"));
+  const auto set_malloc = reinterpret_cast<halide_malloc_t (*)(halide_malloc_t)>(object->symbol("halide_set_custom_malloc"));
+  const auto set_free = reinterpret_cast<halide_free_t (*)(halide_free_t)>(object->symbol("halide_set_custom_free"));
+  const auto set_parallel = reinterpret_cast<decltype(&halide_set_custom_parallel_runtime)>(object->symbol("halide_set_custom_parallel_runtime"));
+  if (!fn || !metadata || !set_handler || !set_malloc || !set_free || !set_parallel)
+    throw error("not an attnforge kernel (entry points missing)");
   // The user context comes first, then one buffer per tensor.
   if (metadata()->num_arguments != static_cast<int>(buffers) + 1)
     throw error("kernel takes " + std::to_string(metadata()->num_arguments - 1) + " tensors, expected " + std::to_string(buffers));
-  set_handler(&collect_error);  // this object's own runtime: affects no other kernel
+  // This object's own runtime: none of these affects another kernel.
+  set_handler(&collect_error);
   // Its intermediates come from the scratch cache, as the JIT's do (scratch_memory.hpp).
-  const auto set_malloc = reinterpret_cast<halide_malloc_t (*)(halide_malloc_t)>(dlsym(handle, "halide_set_custom_malloc"));
-  const auto set_free = reinterpret_cast<halide_free_t (*)(halide_free_t)>(dlsym(handle, "halide_set_custom_free"));
-  if (set_malloc != nullptr && set_free != nullptr) {
-    set_malloc([](void*, std::size_t bytes) { return scratch_malloc(bytes); });
-    set_free([](void*, void* p) { scratch_free(p); });
-  }
-  return std::shared_ptr<const shared_object_kernel>(new shared_object_kernel(fn));
+  set_malloc([](void*, std::size_t bytes) { return scratch_malloc(bytes); });
+  set_free([](void*, void* p) { scratch_free(p); });
+  set_parallel(pool.do_par_for, pool.do_task, pool.do_loop_task, pool.do_parallel_tasks, pool.semaphore_init,
+               pool.semaphore_try_acquire, pool.semaphore_release);
+  return std::shared_ptr<const shared_object_kernel>(new shared_object_kernel(std::move(object), fn));
 }
-
 int shared_object_kernel::call(halide_buffer_t* const* buffers, std::size_t count, std::string& message) const {
   std::vector<void*> argv(count + 1);
   void* user_context = &message;
@@ -105,7 +138,9 @@ void compile_shared_object(const Halide::Pipeline& pipeline, const std::vector<H
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
   }
-  link_shared(object, so_path);
+  link_shared_object(object, so_path,
+                     {entry, std::string(entry) + "_argv", std::string(entry) + "_metadata", "halide_set_error_handler",
+                      "halide_set_custom_malloc", "halide_set_custom_free", "halide_set_custom_parallel_runtime"});
 }
 
 }  // namespace attn::detail
