@@ -277,9 +277,9 @@ std::int64_t shared_bytes(const flash_gpu_schedule& s, std::int64_t dv, std::int
 flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv) {
   flash_gpu_schedule s;  // per thread: q_tile threads per block, each a row's state in private memory
   if (dv > 0) {
-    // V's width known: the row's state in registers, 64 rows a block. On an H100 (fp32, B = 4,
-    // H = 16, T 1024-8192, README): 1.2-1.9x the rolled loops with 32 rows, and within 5% of the
-    // best of q_tile 32, 64, 128 everywhere (q_tile 32 unrolled spilled at Dh = 128, causal).
+    // V's width known: the row's state in registers, 64 rows a block: faster than the rolled
+    // loops and within a few percent of the best q_tile measured (docs/performance.md), where
+    // 32 unrolled rows spill at Dh = 128.
     s.q_tile = 64;
     s.unroll = 1;
   }

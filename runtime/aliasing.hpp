@@ -1,5 +1,5 @@
 #pragma once
-// Which views share memory. The rule (README, "Errors, limits and edge cases"):
+// Which views share memory. The rule (README, "Errors and limits"):
 //   - an output (or the weights) must not overlap itself: no stride 0 on an axis of size > 1, and,
 //     sorted by stride, each axis's stride exceeds the reach of the axes inside it;
 //   - the output and the weights must not overlap each other;

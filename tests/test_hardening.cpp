@@ -1,4 +1,4 @@
-// Regression tests for the hardening issue (7): each finding of the review, reproduced, with the
+// Regression tests for the runtime under hostile inputs: each defect found, reproduced, with the
 // typed error (type, a key phrase, and the output still holding its sentinel) or the correct
 // result it now gives.
 #define BOOST_TEST_MODULE hardening
