@@ -1,14 +1,41 @@
 #include "tuned_schedule.hpp"
 
 #include <iostream>
-#include <stdexcept>
-#include "generators/autoschedule.hpp"
-#include "generators/flash_gpu_schedule.hpp"
-#include "generators/flash_schedule.hpp"
+#include <mutex>
+#include <set>
+#include <Halide.h>
+#include "errors.hpp"
+#include "lowering_choice.hpp"
 #include "tuning_db.hpp"
 #include "tuning_key.hpp"
 
 namespace attn::detail {
+
+namespace {
+
+// Why the kernel cannot take the record's schedule on `target`, or empty when it can: the lowering
+// choice both the JIT and ahead-of-time compilation make, with the record's schedule.
+std::string why_not_applicable(const ir::graph& g, const jit_options& o, const dim_sizes& bound, const Halide::Target& target,
+                               const std::string& schedule) {
+  jit_options tuned = o;
+  tuned.schedule = schedule;
+  try {
+    choose_lowering(g, tuned, bound, target);
+    return {};
+  } catch (const std::exception& e) {  // compile_error, argument_error
+    return e.what();
+  }
+}
+
+// Once per process for each record and reason: jit() looks records up on every call.
+void report_once(const std::string& line) {
+  static std::mutex m;
+  static std::set<std::string> reported;
+  const std::lock_guard lock(m);
+  if (reported.insert(line).second) std::cerr << line << "\n";
+}
+
+}  // namespace
 
 bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound) {
   if (o.schedule != "default" || !o.use_tuning_db) return false;
@@ -18,22 +45,14 @@ bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bo
   if (!file) return false;
   const std::optional<tuning_record> r = find_tuning_record(*file, tuning_signature(g, o), *bucket, tuning_target(o.target));
   if (!r) return false;
-  try {
-    // CPU or GPU parameters (the record's target says which; choose_lowering checks they match it).
-    if (!gen::autoscheduler_of(r->schedule)) {
-      try {
-        gen::parse_flash_schedule(r->schedule, {});
-      } catch (const std::invalid_argument& cpu) {
-        try {
-          gen::parse_flash_gpu_schedule(r->schedule, {});
-        } catch (const std::invalid_argument&) {
-          throw cpu;
-        }
-      }
-    }
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "attnforge: tuning database " << file->string() << ": record " << r->signature << " " << *bucket << ": "
-              << e.what() << "; ignored\n";
+  const std::string spelled = o.target == "host" ? Halide::get_host_target().to_string() : o.target;
+  if (!Halide::Target::validate_target_string(spelled)) return false;  // compiling reports the target
+  const Halide::Target target(spelled);
+  // Only where the default applies: otherwise compiling reports what is wrong with the options.
+  if (!why_not_applicable(g, o, bound, target, "default").empty()) return false;
+  if (const std::string why = why_not_applicable(g, o, bound, target, r->schedule); !why.empty()) {
+    report_once("attnforge: tuning database " + file->string() + ": record " + r->signature + " " + *bucket + " " + r->target +
+                " [" + r->schedule.substr(0, 200) + "] does not apply (" + why + "); the default schedule is used");
     return false;
   }
   o.schedule = r->schedule;

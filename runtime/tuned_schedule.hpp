@@ -9,8 +9,11 @@
 
 namespace attn::detail {
 
-// True when a record was found and o.schedule now holds its schedule. A record whose schedule text
-// this attnforge cannot read is reported on stderr and ignored.
+// True when a record was found and o.schedule now holds its schedule. A record that does not apply
+// to this kernel on o.target (a GPU schedule for a CPU target, an autoscheduler for a GPU, text this
+// attnforge cannot read, parameters for a kernel that is not fused) is reported on stderr, once
+// per process, and ignored: the default schedule is used. Never throws for anything in the
+// database (a bad database is reported and ignored: tuning_db.hpp).
 bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound);
 
 }  // namespace attn::detail

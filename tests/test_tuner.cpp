@@ -1,11 +1,13 @@
-// The tuner and its database: records round-trip; corrupt, truncated, foreign and other-version
-// files are reported and ignored; concurrent writers (two processes) lose nothing; the tuner on a
-// small kernel within a few seconds finishes, never picks something slower than the default in its
-// own measurements nor a candidate whose output is wrong; attn::jit picks up the record it wrote.
+// The tuner: on a small kernel within a few seconds it finishes, never picks something slower than
+// the default in its own measurements nor a candidate whose output is wrong; attn::jit picks up the
+// record it wrote. attn-tune refuses a wrong option with status 2 before any tuning, never
+// replaces what it did not write, and sets a bad database of its own aside. (The database file
+// itself: test_tuning_db.cpp.)
 // ctest runs every test with ATTN_TUNING_DB=off; these tests point it at files of their own.
 #define BOOST_TEST_MODULE tuner
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,23 +38,29 @@ constexpr auto k = input<"k">(H, T, Dh);
 constexpr auto v = input<"v">(H, T, Dh);
 constexpr auto causal_attention = combine(softmax(causal(scaled_scores(q, k))), v);
 
-attn::tuning_record record(const std::string& signature, const std::string& bucket, const std::string& schedule) {
-  attn::tuning_record r;
-  r.signature = signature;
-  r.bucket = bucket;
-  r.target = "x86-64-linux-avx2";
-  r.schedule = schedule;
-  r.expression = "softmax(q·kᵀ)·v";
-  r.sizes = "T=100";
-  r.median_ms = 1.5;
-  r.default_ms = 2.25;
-  r.date = "2025-01-01T00:00:00Z";
-  r.attnforge_version = attn::attnforge_version();
-  r.halide_version = attn::halide_version();
-  return r;
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+// attn-tune run with `arguments` (at most 5 minutes): its exit status (128 + the signal if one
+// killed it) and what it wrote to stdout and stderr.
+struct command_result {
+  int status = -1;
+  std::string output;
+};
+command_result attn_tune(const std::string& arguments) {
+  const attn::detail::private_temp_dir dir;
+  const fs::path out = dir.path() / "output";
+  const std::string command = "ATTN_CACHE_DIR=off timeout 300 " ATTN_TUNE_BINARY " " + arguments + " >" + out.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(out)};
+}
+
+// A tuning run of a few seconds: the smallest case, the default only.
+const std::string quick_run = "full --T 8 --no-search --autoschedulers none --budget 1";
 
 // Points ATTN_TUNING_DB at a file for the scope of a test.
 struct db_env {
@@ -69,88 +77,6 @@ attn::tensor<float> random_tensor(std::vector<std::int64_t> sizes, unsigned seed
 }
 
 }  // namespace
-
-BOOST_AUTO_TEST_CASE(database_round_trips_and_replaces_by_key) {
-  const attn::detail::private_temp_dir dir;
-  const fs::path file = dir.path() / "sub" / "tuning.json";  // folders are created
-  const auto a = record("00000000000000aa", "T=128", "q_tile=24 kv_tile=128");
-  const auto b = record("00000000000000bb", "T=128", "auto=Li2018");
-  attn::write_tuning_records(file, {a, b});
-  auto db = attn::read_tuning_db(file);
-  BOOST_TEST(db.problem.empty());
-  BOOST_REQUIRE_EQUAL(db.records.size(), 2u);
-  BOOST_TEST((db.records[0] == a));
-  BOOST_TEST((db.records[1] == b));
-  auto a2 = a;  // same key: replaced, not added
-  a2.schedule = "q_tile=96 kv_tile=64";
-  attn::write_tuning_records(file, {a2});
-  db = attn::read_tuning_db(file);
-  BOOST_REQUIRE_EQUAL(db.records.size(), 2u);
-  const auto found = attn::find_tuning_record(file, a.signature, a.bucket, a.target);
-  BOOST_REQUIRE(found.has_value());
-  BOOST_TEST(found->schedule == a2.schedule);
-  BOOST_TEST(!attn::find_tuning_record(file, a.signature, "T=256", a.target).has_value());
-  BOOST_TEST(attn::read_tuning_db(dir.path() / "missing.json").problem.empty());  // no file: empty, fine
-}
-
-BOOST_AUTO_TEST_CASE(bad_files_are_reported_and_ignored) {
-  const attn::detail::private_temp_dir dir;
-  attn::write_tuning_records(dir.path() / "good.json", {record("00000000000000aa", "T=64", "q_tile=12")});
-  std::ifstream in(dir.path() / "good.json");
-  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::vector<std::pair<std::string, std::string>> bad{
-      {"corrupt", "{\"format\": \"attnforge-tuning\", \"version\": 1, \"records\": [}"},
-      {"truncated", good.substr(0, good.size() / 2)},
-      {"foreign", "{\"name\": \"some other tool\", \"records\": []}"},
-      {"other version", "{\"format\": \"attnforge-tuning\", \"version\": 99, \"records\": []}"},
-      {"malformed record", "{\"format\": \"attnforge-tuning\", \"version\": 1, \"records\": [{\"bucket\": 3}]}"},
-      {"binary", std::string("\x00\xff\x13", 3)},
-  };
-  for (const auto& [what, text] : bad) {
-    const fs::path file = dir.path() / (what + ".json");
-    write_text(file, text);
-    const auto db = attn::read_tuning_db(file);
-    BOOST_TEST(!db.problem.empty(), what);
-    BOOST_TEST(db.records.empty(), what);
-    BOOST_TEST(!attn::find_tuning_record(file, "00000000000000aa", "T=64", "x86-64-linux-avx2").has_value(), what);
-    // Writing replaces it (the bad file is kept beside it) and keeps the new record.
-    attn::write_tuning_records(file, {record("00000000000000cc", "T=64", "q_tile=24")});
-    BOOST_TEST(fs::exists(file.string() + ".bad"), what);
-    const auto after = attn::read_tuning_db(file);
-    BOOST_TEST(after.problem.empty(), what);
-    BOOST_TEST(after.records.size() == 1u, what);
-  }
-}
-
-BOOST_AUTO_TEST_CASE(concurrent_writers_lose_nothing) {
-  const attn::detail::private_temp_dir dir;
-  const fs::path file = dir.path() / "tuning.json";
-  constexpr int writers = 2, each = 25;
-  std::vector<pid_t> children;
-  for (int w = 0; w < writers; ++w) {
-    const pid_t pid = fork();
-    BOOST_REQUIRE(pid >= 0);
-    if (pid == 0) {  // a writer: one read-merge-write per record, racing the other
-      int code = 0;
-      try {
-        for (int i = 0; i < each; ++i)
-          attn::write_tuning_records(file, {record(std::to_string(w) + "-" + std::to_string(i), "T=64", "q_tile=12")});
-      } catch (...) {
-        code = 1;
-      }
-      _exit(code);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    BOOST_REQUIRE(waitpid(pid, &status, 0) == pid);
-    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
-  const auto db = attn::read_tuning_db(file);
-  BOOST_TEST(db.problem.empty());
-  BOOST_TEST(db.records.size() == std::size_t(writers * each));
-}
 
 BOOST_AUTO_TEST_CASE(keys_and_buckets) {
   const auto g = to_ir(causal_attention);
@@ -311,4 +237,71 @@ BOOST_AUTO_TEST_CASE(autoschedulers_keep_to_their_share_of_the_budget) {
   BOOST_REQUIRE(done.candidates.size() == 2u);
   BOOST_TEST((done.candidates[1].status == attn::tune::outcome::ok), done.candidates[1].message);
   BOOST_TEST(done.candidates[1].schedule == "auto=Mullapudi2016");
+}
+
+// Every option is checked before anything runs (--list: without the checks, nothing would stop
+// the run here), with a message naming the option and status 2, never an uncaught exception.
+BOOST_AUTO_TEST_CASE(attn_tune_refuses_wrong_options_with_status_2) {
+  const std::vector<std::pair<std::string, std::string>> wrong{
+      {"--autoschedulers Bogus --list", "Bogus"},
+      {"--autoschedulers none,Li2018 " + quick_run + " --dry-run", "'none' cannot be given"},
+      {"--budget nan --list", "'nan'"},
+      {"--budget inf --list", "'inf'"},
+      {"--budget -1 --list", "'-1'"},
+      {"--budget 0 --list", "'0'"},
+      {"--budget 1e9 --list", "'1e9'"},
+      {"--T 0 --list", "--T"},
+      {"--T 99999999999999999999 --list", "--T"},
+      {"--Dh 65 --list", "--Dh"},
+      {"no_such_case --list", "no_such_case"},
+      {"--target x86-64-linux-nonsense --list", "not a Halide target"},
+      {"--target host-cuda --list", "GPU target"},
+      {"--schedule q_tle=3 --list", "unknown parameter 'q_tle'"},
+      {"--schedule q_tile=x --list", "whole number"},
+      {"--schedule auto=Bogus --list", "Bogus"},
+  };
+  for (const auto& [arguments, message] : wrong) {
+    const command_result r = attn_tune(arguments);
+    BOOST_TEST(r.status == 2, arguments << ": " << r.output);
+    BOOST_TEST(r.output.find(message) != std::string::npos, arguments << ": " << r.output);
+  }
+  BOOST_TEST(attn_tune("--list").status == 0);
+}
+
+// --db naming a directory, a FIFO or another program's file: refused before tuning, untouched.
+BOOST_AUTO_TEST_CASE(attn_tune_replaces_only_its_own_database) {
+  const attn::detail::private_temp_dir dir;
+  const fs::path folder = dir.path() / "folder.json", fifo = dir.path() / "fifo.json", foreign = dir.path() / "foreign.json";
+  fs::create_directory(folder);
+  write_text(folder / "keep", "mine");
+  BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  write_text(foreign, "{\"format\": null, \"records\": []}");
+  for (const fs::path& db : {folder, fifo, foreign}) {
+    const command_result r = attn_tune(quick_run + " --db " + db.string());
+    BOOST_TEST(r.status == 2, db << ": " << r.output);
+    BOOST_TEST(r.output.find("nothing written") != std::string::npos, r.output);
+    BOOST_TEST(!fs::exists(db.string() + ".bad"), db);
+  }
+  BOOST_TEST(read_text(folder / "keep") == "mine");
+  BOOST_TEST(fs::is_fifo(fifo));
+  BOOST_TEST(read_text(foreign) == "{\"format\": null, \"records\": []}");
+}
+
+// A bad database of attnforge's (here a version past 32 bits, which once read as 1) is moved
+// aside with one warning and the new record written.
+BOOST_AUTO_TEST_CASE(attn_tune_sets_aside_a_bad_database_and_records) {
+  const attn::detail::private_temp_dir dir;
+  const fs::path db = dir.path() / "tuning.json";
+  const std::string bad = "{\"format\": \"attnforge-tuning\", \"version\": 4294967297, \"records\": []}";
+  write_text(db, bad);
+  const command_result r = attn_tune(quick_run + " --db " + db.string());
+  BOOST_TEST(r.status == 0, r.output);
+  BOOST_TEST(read_text(db.string() + ".bad") == bad);
+  const auto now = attn::read_tuning_db(db);
+  BOOST_TEST(now.problem.empty(), now.problem);
+  BOOST_TEST(now.records.size() == 1u);
+  std::size_t warnings = 0;
+  for (std::size_t at = 0; (at = r.output.find("attnforge: tuning database", at)) != std::string::npos; ++at) ++warnings;
+  BOOST_TEST(warnings == 1u, r.output);
+  BOOST_TEST(r.output.find("moved to " + db.string() + ".bad") != std::string::npos, r.output);
 }

@@ -4,13 +4,24 @@
 //   attn-tune causal full --T 1024 --Dh 64 --budget 120
 //   attn-tune causal --Dh 128 --no-search --autoschedulers none --schedule 'pv_rows=0 pv_keys=0'
 //   attn-tune --list
+// Exit status: 0 done, 1 a case failed (its message on stderr; the others still run), 2 an option
+// is wrong (checked before any tuning: a case, size, budget, autoscheduler, schedule or target
+// that cannot be used, a database file that may not be written, a summary file that cannot be).
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
 #include <CLI/CLI.hpp>
+#include <Halide.h>
 #include <nlohmann/json.hpp>
 #include "bench_cases.hpp"
 #include "generators/autoschedule.hpp"
+#include "generators/flash_schedule.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/target_check.hpp"
 #include "tuner.hpp"
 
 namespace {
@@ -57,9 +68,58 @@ nlohmann::json summary(const std::string& name, std::int64_t t, std::int64_t dh,
   return j;
 }
 
-}  // namespace
+// Option checks (CLI11 validators): what is wrong with the value, or nothing.
+constexpr double max_budget_s = 7 * 24 * 3600;
 
-int main(int argc, char** argv) {
+std::string check_budget(const std::string& text) {
+  double s = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), s);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(s) || s <= 0 || s > max_budget_s)
+    return "seconds per case: a number more than 0 and at most " + std::to_string(int(max_budget_s)) + " (a week), not '" + text + "'";
+  return {};
+}
+
+// Parameter names and whole numbers (whether the values fit together depends on the kernel's
+// default, and is reported per candidate), or "auto=" and an autoscheduler's name.
+std::string check_schedule(const std::string& text) {
+  if (text.starts_with("auto=")) {
+    try {
+      attn::gen::autoscheduler_of(text);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return {};
+  }
+  std::set<std::string> known;
+  std::istringstream defaults(attn::gen::to_string(attn::gen::flash_schedule{})), given(text);
+  for (std::string item; defaults >> item;) known.insert(item.substr(0, item.find('=')));
+  for (std::string item; given >> item;) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || !known.contains(item.substr(0, eq)))
+      return "unknown parameter '" + item.substr(0, eq) + "' (known: " + attn::gen::to_string(attn::gen::flash_schedule{}) + ")";
+    int value = 0;
+    const char* first = item.data() + eq + 1;
+    const auto [end, error] = std::from_chars(first, item.data() + item.size(), value);
+    if (error != std::errc() || end != item.data() + item.size() || end == first) return "'" + item + "': the value must be a whole number";
+  }
+  return {};
+}
+
+// A CPU target this machine runs (the tuner compiles and times on it).
+std::string check_target(const std::string& text) {
+  const std::string spelled = text == "host" ? Halide::get_host_target().to_string() : text;
+  if (!Halide::Target::validate_target_string(spelled)) return "'" + text + "' is not a Halide target";
+  const Halide::Target target(spelled);
+  if (target.has_gpu_feature()) return "'" + text + "' is a GPU target; attn-tune searches the fused CPU schedule";
+  try {
+    attn::detail::check_jit_can_run(target, text);
+  } catch (const attn::compile_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+int run(int argc, char** argv) {
   CLI::App app{"attn-tune: search schedules for the fused attention kernel of the benchmark cases, record the best"};
   std::vector<std::string> cases;
   std::int64_t T = 1024, Dh = 64;
@@ -67,33 +127,64 @@ int main(int argc, char** argv) {
   std::string db, target = "host", summary_file;
   std::vector<std::string> autos = attn::gen::autoscheduler_names(), given;
   bool no_search = false, dry_run = false, list = false;
-  app.add_option("cases", cases, "cases to tune (default: all): " + join(bench_case_names()));
+  std::vector<std::string> autoscheduler_choices = attn::gen::autoscheduler_names();
+  autoscheduler_choices.push_back("none");
+  app.add_option("cases", cases, "cases to tune (default: all): " + join(bench_case_names()))->check(CLI::IsMember(bench_case_names()));
   app.add_option("--T", T, "sequence length")->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
   app.add_option("--Dh", Dh, "head width (64 or 128)")->check(CLI::IsMember({64, 128}));
-  app.add_option("--budget", budget, "seconds per case")->check(CLI::PositiveNumber);
-  app.add_option("--db", db, "tuning database file (default: $ATTN_TUNING_DB, else ~/.cache/attnforge/tuning.json)");
-  app.add_option("--target", target, "Halide target string");
+  app.add_option("--budget", budget, "seconds per case")->check(CLI::Validator(check_budget, "SECONDS"));
+  app.add_option("--db", db, "tuning database file (default: $ATTN_TUNING_DB, else ~/.cache/attnforge/tuning.json; off: none)");
+  app.add_option("--target", target, "Halide target string (a CPU this machine runs)")->check(CLI::Validator(check_target, "TARGET"));
   app.add_option("--autoschedulers", autos, "Halide autoschedulers tried as candidates ('none': no autoscheduler)")
       ->delimiter(',')
-      ->default_str(join(attn::gen::autoscheduler_names()));
-  app.add_option("--schedule", given, "a schedule to try too (repeatable), e.g. 'q_tile=24 kv_tile=192' (parameters not given: the default's)");
+      ->allow_extra_args(false)  // one list per occurrence: a case after it stays a case
+      ->default_str(join(attn::gen::autoscheduler_names()))
+      ->check(CLI::IsMember(autoscheduler_choices));
+  app.add_option("--schedule", given, "a schedule to try too (repeatable), e.g. 'q_tile=24 kv_tile=192' (parameters not given: the default's)")
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(check_schedule, "SCHEDULE"));
   app.add_flag("--no-search", no_search, "only the default, the autoschedulers and the schedules given");
   app.add_flag("--dry-run", dry_run, "do not write the database");
   app.add_option("--summary", summary_file, "append one JSON line per case to this file (scripts/tune_bench.sh)");
   app.add_flag("--list", list, "list the cases and exit");
-  app.footer("cases: " + join(bench_case_names()) + "\nautoschedulers: " + join(attn::gen::autoscheduler_names()));
-  CLI11_PARSE(app, argc, argv);
+  app.footer("cases: " + join(bench_case_names()) + "\nautoschedulers: " + join(attn::gen::autoscheduler_names()) +
+             "\nexit status: 0 done, 1 a case failed, 2 an option is wrong");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0
+  }
 
   if (list) {
     for (const std::string& n : bench_case_names()) std::printf("%s\n", n.c_str());
     return 0;
   }
   if (cases.empty()) cases = bench_case_names();
-  if (autos.size() == 1 && autos.front() == "none") autos.clear();
-  for (const std::string& a : autos)
-    if (!attn::gen::autoscheduler_of("auto=" + a)) return 2;
+  if (std::find(autos.begin(), autos.end(), "none") != autos.end()) {
+    if (autos.size() > 1) {
+      std::fprintf(stderr, "attn-tune: --autoschedulers: 'none' cannot be given with autoschedulers\n");
+      return 2;
+    }
+    autos.clear();
+  }
   std::optional<std::filesystem::path> db_path = db.empty() ? attn::tuning_db_path() : std::optional(std::filesystem::path(db));
   if (db == "off") db_path.reset();
+  if (db_path && !dry_run) {
+    try {  // before minutes of tuning: a database that cannot be written
+      attn::check_tuning_db_writable(*db_path);
+    } catch (const attn::error& e) {
+      std::fprintf(stderr, "attn-tune: --db: %s\n", e.what());
+      return 2;
+    }
+  }
+  std::ofstream summary_out;
+  if (!summary_file.empty()) {
+    summary_out.open(summary_file, std::ios::app);
+    if (!summary_out) {
+      std::fprintf(stderr, "attn-tune: --summary: cannot append to %s\n", summary_file.c_str());
+      return 2;
+    }
+  }
 
   int failures = 0;
   for (const std::string& name : cases) {
@@ -126,7 +217,7 @@ int main(int argc, char** argv) {
         attn::write_tuning_records(*db_path, {make_record(r, o)});
         std::printf("  recorded in %s\n", db_path->c_str());
       }
-      if (!summary_file.empty()) std::ofstream(summary_file, std::ios::app) << summary(name, T, Dh, bc, r).dump() << "\n";
+      if (summary_out.is_open()) summary_out << summary(name, T, Dh, bc, r).dump() << std::endl;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "attn-tune: %s: %s\n", name.c_str(), e.what());
       ++failures;
@@ -134,4 +225,15 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // never an uncaught exception
+    std::fprintf(stderr, "attn-tune: %s\n", e.what());
+    return 1;
+  }
 }
