@@ -8,6 +8,8 @@
 # attn-gen builds one of attnforge's named variants. TARGETS default to host; several give one
 # library that picks the first the CPU can run (most specific first, the last is the fallback).
 # Linking <NAME> needs no Halide and no attnforge library: only libc, libm, libdl and threads.
+# The kernel's entry point (its checks, in C) is compiled by this project's compiler (C, else C++),
+# so that a cross-compiling toolchain builds it for the machine it builds for.
 find_package(Threads REQUIRED)
 
 function(attn_add_kernel)
@@ -27,6 +29,11 @@ function(attn_add_kernel)
   endif ()
 
   set(args "${ARG_EXPRESSION}" --name ${ARG_NAME})
+  if (CMAKE_C_COMPILER)
+    list(APPEND args --cc "${CMAKE_C_COMPILER}")
+  else ()
+    list(APPEND args --cc "${CMAKE_CXX_COMPILER}")
+  endif ()
   if (ARG_TARGETS)
     list(JOIN ARG_TARGETS "," targets)
     list(APPEND args --target ${targets})

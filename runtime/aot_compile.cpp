@@ -1,24 +1,27 @@
 #include "aot_compile.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <Halide.h>
+#include "aot_entry.hpp"
+#include "aot_signature.hpp"
+#include "aot_targets.hpp"
+#include "c_compiler.hpp"
 #include "dim_bindings.hpp"
 #include "errors.hpp"
 #include "generators/pipeline.hpp"
 #include "lowering_choice.hpp"
+#include "private_temp_dir.hpp"
 #include "tuned_schedule.hpp"
 
 namespace attn::aot {
 
 namespace {
 
-Halide::Target parse_target(const std::string& t) {
-  const std::string s = t == "host" ? Halide::get_host_target().to_string() : t;
-  if (!Halide::Target::validate_target_string(s)) throw compile_error("unknown target '" + t + "'");
-  return Halide::Target(s);
-}
+namespace fs = std::filesystem;
+using Feature = Halide::Target::Feature;
 
 bool valid_c_name(const std::string& n) {
   if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
@@ -32,8 +35,9 @@ bool valid_c_name(const std::string& n) {
 // otherwise a typical one.
 constexpr int estimated_length = 1024, estimated_batch = 1;
 
-// The JIT checks every tensor before a call; a library cannot, so Halide checks at entry what
-// is known at build time: each dim starts at 0, and static or bound dims have their size.
+// The entry point checks every tensor before the pipeline runs (aot_entry.hpp); the pipeline
+// also knows what is fixed at build time, for its code: each dim starts at 0, and static or
+// bound dims have their size.
 void constrain(const ir::graph& g, gen::lowered& l, const detail::dim_sizes& bound) {
   for (std::size_t i = 0; i < g.terminals.size(); ++i) {
     const ir::node& n = g.at(g.terminals[i]);
@@ -51,54 +55,83 @@ void constrain(const ir::graph& g, gen::lowered& l, const detail::dim_sizes& bou
   }
 }
 
-std::string shape_text(const ir::node& n, const detail::dim_sizes& bound) {
-  std::string s = n.batched ? "[batch, " : "[";
-  for (std::size_t k = 0; k < n.shape.size(); ++k) {
-    const ir::dim& d = n.shape[k];
-    std::int64_t size = d.size;
-    if (auto it = bound.find(d.name); size == 0 && it != bound.end()) size = it->second;
-    s += (k ? ", " : "") + std::string(d.name) + (size > 0 ? " = " + std::to_string(size) : " (any)");
+std::string shape_text(const detail::aot_tensor& t) {
+  std::string s = t.batched ? "[batch, " : "[";
+  for (std::size_t k = 0; k < t.dims.size(); ++k) {
+    const detail::aot_dim& d = t.dims[k];
+    s += (k ? ", " : "") + d.name + (d.size > 0 ? " = " + std::to_string(d.size) : " (any)");
   }
   return s + "]";
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+  if (!out.flush()) throw error("cannot write '" + p.string() + "'");
+}
+
+// Halide's header for the entry point NAME (the pipeline's arguments without its user_context),
+// with a guard named after the kernel, and the ABI above it.
+std::string header_text(const ir::graph& g, const options& o, const Halide::Target& base, std::vector<Halide::Internal::LoweredArgument> args,
+                        const fs::path& scratch) {
+  std::erase_if(args, [](const Halide::Internal::LoweredArgument& a) { return a.name == "__user_context"; });
+  const Halide::Target target = base.without_feature(Feature::UserContext).without_feature(Feature::NoRuntime);
+  Halide::Module m(o.name, target);
+  m.append(Halide::Internal::LoweredFunc(o.name, args, {}, Halide::LinkageType::External));
+  const fs::path raw = scratch / (o.name + ".halide.h");
+  m.compile({{Halide::OutputFileType::c_header, raw.string()}});
+  std::string text = read_text(raw);
+  // Halide names the guard after the file's path, here a temporary one: name it after the kernel.
+  const std::string ifndef = "#ifndef ";
+  const std::size_t at = text.find(ifndef), eol = text.find('\n', at);
+  const std::size_t end = text.rfind("#endif");
+  if (at == std::string::npos || eol == std::string::npos || end == std::string::npos || end < eol)
+    throw compile_error("Halide's header for '" + o.name + "' has no include guard");
+  const std::string guard = text.substr(at + ifndef.size(), eol - at - ifndef.size());
+  text.insert(end, detail::aot_entry_declarations(o.name) + "\n");
+  for (std::size_t p = text.find(guard); p != std::string::npos; p = text.find(guard, p)) text.replace(p, guard.size(), "ATTNFORGE_KERNEL_" + o.name + "_H");
+  return abi_comment(g, o) + text;
 }
 
 }  // namespace
 
 std::string abi_comment(const ir::graph& g, const options& o) {
-  const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
   std::ostringstream s;
   s << "/* attnforge kernel '" << o.name << "', generated ahead of time for ";
   for (std::size_t i = 0; i < o.targets.size(); ++i) s << (i ? ", " : "") << o.targets[i];
   s << (o.targets.size() > 1 ? " (chosen at run time from the CPU's features, in that order)" : "") << ".\n *\n";
   s << " *   int " << o.name << "(halide_buffer_t *tensor, ..., halide_buffer_t *output"
-    << (o.with_weights ? ", halide_buffer_t *weights" : "") << (o.with_lse ? ", halide_buffer_t *lse" : "") << ");\n *\n";
+    << (o.with_weights ? ", halide_buffer_t *weights" : "") << (o.with_lse ? ", halide_buffer_t *lse" : "") << ");\n";
+  s << " *   const char *" << o.name << "_error(void);  // why this thread's last call failed; \"\" if it did not\n *\n";
   s << " * One halide_buffer_t per tensor, in this order. Shapes are row-major (outermost first) as\n"
        " * written in the expression; a halide_buffer_t lists its dims the other way round, innermost\n"
-       " * first, with the batch (if any) last. Every dim starts at 0; inner dims must be dense\n"
-       " * (stride 1 innermost). (any): chosen by the caller, the same size wherever the name recurs.\n"
+       " * first, with the batch (if any) last. Every dim starts at 0; the innermost dim is dense\n"
+       " * (stride 1). (any): chosen by the caller, the same size wherever the name recurs.\n"
        " * batch: one more (outermost) dim, 1 for a single sequence, the same in every tensor that has it.\n";
   int i = 0;
-  for (int t : g.terminals) {
-    const ir::node& n = g.at(t);
-    s << " *   " << ++i << ". " << n.name << "  " << (n.kind == ir::op::int_input ? "int32 " : "float32 ") << shape_text(n, bound) << "\n";
-  }
-  s << " *   " << ++i << ". output  float32 " << shape_text(g.output(), bound) << "\n";
-  if (o.with_weights)
-    for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it)
-      if (it->kind == ir::op::softmax) {
-        s << " *   " << ++i << ". weights  float32 " << shape_text(*it, bound) << "  (the attention weights)\n";
-        break;
-      }
-  if (o.with_lse) {
-    ir::node rows = g.at(detail::lse_softmax(g));
-    rows.shape.pop_back();
-    s << " *   " << ++i << ". lse  float32 " << shape_text(rows, bound)
-      << "  (each row's log-sum-exp of its kept scores; -inf for a row without one)\n";
-  }
-  s << " *\n * Returns 0 on success, else a negative halide_error_code_t (HalideRuntime.h), e.g. -2 for a\n"
-       " * buffer whose sizes do not fit. Halide's default error handler prints the message and aborts\n"
-       " * the process: to get the code back instead, install a handler once per program with\n"
-       " * halide_set_error_handler (declared below; one handler serves every attnforge kernel).\n"
+  for (const detail::aot_tensor& t : detail::aot_signature(g, o))
+    s << " *   " << ++i << ". " << t.name << "  " << (t.int32 ? "int32 " : "float32 ") << shape_text(t)
+      << (t.note.empty() ? "" : "  (" + t.note + ")") << "\n";
+  s << " *\n"
+       " * Every call checks its tensors first: sizes (the same name, the same size; static and bound\n"
+       " * sizes as listed), element types, dims, mins, the dense innermost dim, int32 offsets, data\n"
+       " * (host, or a device buffer), and outputs that overlap themselves, each other or an input.\n"
+       " * Returns 0 on success, else a negative halide_error_code_t (HalideRuntime.h), and then\n"
+       " * " << o.name << "_error() says why, naming the tensor and the dim (\"tensor 'k': T is 512 in this\n"
+       " * call (as in tensor 'q'), got 256\"). The checks' codes: -3 bad_type, -6 buffer_extents_too_large,\n"
+       " * -8 constraint_violated (a size, a min, a stride, an overlap), -12 buffer_argument_is_null,\n"
+       " * -28 buffer_extents_negative, -34 host_is_null, -43 bad_dimensions. A failed check runs nothing\n"
+       " * and writes no output. Halide's errors while running (e.g. -11 out_of_memory) are returned the\n"
+       " * same way: never printed, never aborting. At its first call the kernel installs an error\n"
+       " * handler (halide_set_error_handler) that keeps attnforge kernels' errors and passes any other\n"
+       " * Halide code's to the handler installed before it; install yours before that call.\n"
        " * Thread-safe; threads: Halide's pool (HL_NUM_THREADS). No Halide or attnforge library is needed\n"
        " * at run time: this library carries Halide's runtime. */\n";
   return s.str();
@@ -106,26 +139,31 @@ std::string abi_comment(const ir::graph& g, const options& o) {
 
 files generate(const ir::graph& g, const options& o) {
   if (!valid_c_name(o.name)) throw argument_error("kernel name '" + o.name + "': must be a C identifier");
-  if (o.targets.empty()) throw argument_error("no target given");
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
-  std::vector<Halide::Target> targets;
-  for (const std::string& t : o.targets) targets.push_back(parse_target(t));
-  if (o.with_lse) detail::lse_softmax(g);  // exactly one softmax: argument_error otherwise
+  const std::vector<detail::aot_tensor> tensors = detail::aot_signature(g, o);  // with_weights, with_lse
+  // Every target is checked before any code is generated: LLVM aborts on some (aot_targets.hpp).
+  const std::vector<Halide::Target> targets = detail::aot_targets(o.targets);
+  const detail::c_compiler cc = detail::find_c_compiler(o.c_compiler);
+  // The int32 limits apply unless every target addresses buffers with 64-bit offsets.
+  const bool large_buffers = std::all_of(targets.begin(), targets.end(), [](const Halide::Target& t) { return t.has_feature(Feature::LargeBuffers); });
+  const std::string entry_source = detail::aot_entry_source(o.name, tensors, large_buffers);
   jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse, .path = o.path, .schedule = o.schedule};
 
-  // One pipeline per target: vector widths and default tiles depend on it.
+  // One pipeline per target: vector widths and default tiles depend on it. `target` may carry the
+  // user_context the entry point passes (not a property of the schedule).
   auto pipeline_for = [&](const Halide::Target& target, std::vector<Halide::Argument>& args) {
+    const Halide::Target schedule_target = target.without_feature(Feature::UserContext);
     // A tuning record for this kernel, its bound sizes and this target replaces the default
     // schedule, as in the JIT (tuned_schedule.hpp); records naming an autoscheduler are not used here.
     jit_options jt = jo;
-    jt.target = target.to_string();
+    jt.target = schedule_target.to_string();
     jt.bind = o.bind;
     if (detail::apply_tuning_record(g, jt, bound) && !jt.schedule.starts_with("auto="))
       std::fprintf(stderr, "attn-gen: %s for %s uses the tuning record [%s]\n", o.name.c_str(), jt.target.c_str(),
                    jt.schedule.c_str());
     else
       jt.schedule = jo.schedule;
-    gen::lowered l = gen::lower_and_schedule(g, bound, detail::choose_lowering(g, jt, bound, target), target);
+    gen::lowered l = gen::lower_and_schedule(g, bound, detail::choose_lowering(g, jt, bound, schedule_target), schedule_target);
     if (o.with_weights && !l.weights.defined()) throw argument_error("with_weights: the expression has no softmax");
     constrain(g, l, bound);
     args.assign(l.params.begin(), l.params.end());
@@ -135,36 +173,60 @@ files generate(const ir::graph& g, const options& o) {
     return Halide::Pipeline(results);
   };
 
-  std::filesystem::create_directories(o.out_dir);
-  const std::filesystem::path base = o.out_dir / o.name;
-  files out{base.string() + ".a", base.string() + ".h", {}};
+  // Everything is written into a private folder beside the outputs and moved into place only
+  // when all of it succeeded: a failure leaves the output folder as it was.
+  fs::create_directories(o.out_dir);
+  const std::string staging_prefix = "." + o.name + ".attn-gen-";
+  detail::remove_dead_temp_dirs(o.out_dir, staging_prefix);
+  const detail::private_temp_dir staging(o.out_dir, staging_prefix);
+  const std::vector<std::string> compile_entry = detail::c_compile_command(cc, targets.back(), staging.path());
+  const fs::path objects = staging.path() / "objects";
+  fs::create_directories(objects);
+  std::vector<Halide::Target> with_context;
+  for (const Halide::Target& t : targets) with_context.push_back(t.with_feature(Feature::UserContext));
+  const std::string pipeline = detail::aot_pipeline_name(o.name);
+  std::vector<std::pair<fs::path, fs::path>> results;  // staged file -> final path
+  files out{o.out_dir / (o.name + ".a"), o.out_dir / (o.name + ".h"), {}};
   try {
+    std::vector<Halide::Internal::LoweredArgument> lowered_args;  // the last (fallback) target's
     Halide::compile_multitarget(
-        o.name, {{Halide::OutputFileType::static_library, out.library.string()}, {Halide::OutputFileType::c_header, out.header.string()}},
-        targets, {}, [&](const std::string& fn, const Halide::Target& target) {
+        pipeline, {{Halide::OutputFileType::object, (objects / (pipeline + ".o")).string()}}, with_context, {},
+        [&](const std::string& fn, const Halide::Target& target) {
           std::vector<Halide::Argument> args;
-          return pipeline_for(target, args).compile_to_module(args, fn, target);
+          Halide::Module m = pipeline_for(target, args).compile_to_module(args, fn, target);
+          lowered_args = m.get_function_by_name(fn).args;
+          return m;
         });
+    const fs::path entry_c = staging.path() / (o.name + "_entry.c");
+    write_text(entry_c, entry_source);
+    detail::compile_c(compile_entry, entry_c, objects / (o.name + "_entry.o"), staging.path());
+    std::vector<std::string> members;
+    for (const fs::directory_entry& e : fs::directory_iterator(objects)) members.push_back(e.path().string());
+    std::sort(members.begin(), members.end());  // a reproducible archive
+    const fs::path library = staging.path() / out.library.filename();
+    Halide::create_static_library(members, targets.back(), library.string());
+    results.emplace_back(library, out.library);
+
     std::vector<Halide::Argument> args;
-    Halide::Pipeline first = pipeline_for(targets.front(), args);
+    Halide::Pipeline first = pipeline_for(with_context.front(), args);
     auto listing = [&](bool wanted, const std::string& ext, auto&& write) {
       if (!wanted) return;
-      out.listings.push_back(base.string() + ext);
-      write(out.listings.back().string());
+      const fs::path staged = staging.path() / (o.name + ext);
+      write(staged.string());
+      results.emplace_back(staged, o.out_dir / (o.name + ext));
+      out.listings.push_back(results.back().second);
     };
-    listing(o.stmt, ".stmt", [&](const std::string& f) { first.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::Text, targets.front()); });
-    listing(o.stmt_html, ".stmt.html", [&](const std::string& f) { first.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::HTML, targets.front()); });
-    listing(o.assembly, ".s", [&](const std::string& f) { first.compile_to_assembly(f, args, o.name, targets.front()); });
+    listing(o.stmt, ".stmt", [&](const std::string& f) { first.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::Text, with_context.front()); });
+    listing(o.stmt_html, ".stmt.html", [&](const std::string& f) { first.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::HTML, with_context.front()); });
+    listing(o.assembly, ".s", [&](const std::string& f) { first.compile_to_assembly(f, args, o.name, with_context.front()); });
+
+    const fs::path header = staging.path() / out.header.filename();
+    write_text(header, header_text(g, o, targets.back(), lowered_args, staging.path()));
+    results.emplace_back(header, out.header);  // last: the header is the sign that the library is complete
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
   }
-
-  // The ABI, spelled out above Halide's declarations.
-  std::ifstream in(out.header);
-  std::ostringstream halide_header;
-  halide_header << in.rdbuf();
-  in.close();
-  std::ofstream(out.header, std::ios::trunc) << abi_comment(g, o) << halide_header.str();
+  for (const auto& [staged, final_path] : results) fs::rename(staged, final_path);
   return out;
 }
 

@@ -1,14 +1,17 @@
 #pragma once
 // Ahead-of-time compilation: an expression's IR -> a static library and a C header, through the
-// same lowering and schedule choice as attn::jit (lowering_choice.hpp), for one or several CPU
+// same lowering and schedule choice as attn::jit (lowering_choice.hpp), for one or several
 // targets. The library carries Halide's runtime; using it needs neither Halide nor attnforge.
 //
 // The C ABI (also written at the top of the generated header, with this kernel's shapes):
 //   int NAME(halide_buffer_t *t1, ..., halide_buffer_t *tn, halide_buffer_t *output
-//            [, halide_buffer_t *weights]);
+//            [, halide_buffer_t *weights] [, halide_buffer_t *lse]);
+//   const char *NAME_error(void);
 // tensors in the kernel's parameter order (inputs, then weights, then lengths, as
-// kernel::parameters() lists them), each a dense float32 (lengths: int32) halide_buffer_t
-// with dims innermost first and min 0; returns 0 on success or a negative halide_error_code_t.
+// kernel::parameters() lists them), each a float32 (lengths: int32) halide_buffer_t with dims
+// innermost first, min 0 and the innermost dim dense. NAME checks every tensor as the JIT does
+// (aot_entry.hpp), then runs the Halide pipeline; it returns 0 or a negative halide_error_code_t,
+// and NAME_error() then says why. Nothing is printed and nothing aborts.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -28,6 +31,9 @@ struct options {
   bool with_lse = false;  // also output each softmax row's log-sum-exp (jit_options::with_lse)
   std::filesystem::path out_dir = ".";
   bool stmt = false, stmt_html = false, assembly = false;  // listings, for the first target
+  // The C compiler for the entry point, words separated by spaces (c_compiler.hpp); empty: $CC,
+  // else the compiler attnforge was built with. A clang is given --target for other machines.
+  std::string c_compiler{};
 };
 
 // What generate() wrote.
@@ -36,10 +42,13 @@ struct files {
   std::vector<std::filesystem::path> listings;
 };
 
-// Throws compile_error (Halide, targets, schedule), argument_error / shape_error (bindings, name).
+// Throws compile_error (Halide, targets, the C compiler, schedule), argument_error / shape_error
+// (bindings, name). Writes into a private folder in out_dir first and moves the files into
+// place only when everything succeeded: a failure leaves out_dir as it was.
 files generate(const ir::graph& g, const options& o);
 
-// The header's opening comment: the function, its tensors with their shapes, and the return code.
+// The header's opening comment: the functions, the tensors with their shapes, the checks and the
+// return codes.
 std::string abi_comment(const ir::graph& g, const options& o);
 
 }  // namespace attn::aot

@@ -59,7 +59,7 @@ int generator_main(int argc, char** argv) {
   CLI::App app{"Builds an attnforge kernel ahead of time: a static library and a C header (no Halide needed to use them).",
                "attn-gen"};
   app.footer(kernel_list());
-  std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".";
+  std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".", c_compiler;
   std::vector<std::string> targets{"host"}, binds;
   bool with_weights = false, with_lse = false, stmt = false, html = false, assembly = false, list = false;
   app.add_option("kernel", kernel, "the kernel to build: a name listed below");
@@ -74,6 +74,9 @@ int generator_main(int argc, char** argv) {
   app.add_flag("-w,--with-weights", with_weights, "also output the attention weights (generic lowering)");
   app.add_flag("--with-lse", with_lse, "also output each softmax row's log-sum-exp (an expression with one softmax)");
   app.add_option("-o,--output-dir", out_dir, "where to write NAME.a and NAME.h (default: .)");
+  app.add_option("--cc", c_compiler,
+                 "the C compiler for the kernel's entry point (its checks), e.g. clang or aarch64-linux-gnu-gcc; "
+                 "default: $CC, else the compiler attnforge was built with; a clang is given --target for another machine");
   app.add_flag("--stmt", stmt, "also write Halide's lowered statement, NAME.stmt");
   app.add_flag("--html", html, "also write it as a web page, NAME.stmt.html");
   app.add_flag("--assembly", assembly, "also write the assembly, NAME.s");
@@ -107,6 +110,7 @@ int generator_main(int argc, char** argv) {
     o.stmt = stmt;
     o.stmt_html = html;
     o.assembly = assembly;
+    o.c_compiler = c_compiler;
     const files f = generate(entry->graph, o);
     std::printf("attn-gen: %s -> %s, %s\n", entry->name.c_str(), f.library.c_str(), f.header.c_str());
     for (const auto& l : f.listings) std::printf("attn-gen: listing %s\n", l.c_str());

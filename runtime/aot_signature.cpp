@@ -1,0 +1,48 @@
+#include "aot_signature.hpp"
+
+#include "dim_bindings.hpp"
+#include "errors.hpp"
+#include "lowering_choice.hpp"
+#include "memory_budget.hpp"
+
+namespace attn::detail {
+
+namespace {
+
+aot_tensor tensor_of(const ir::node& n, std::string name, bool output, const dim_sizes& bound) {
+  aot_tensor t{.name = std::move(name), .output = output, .int32 = n.kind == ir::op::int_input, .batched = n.batched, .dims = {}, .note = {}};
+  for (const ir::dim& d : n.shape) {
+    aot_dim a{.name = std::string(d.name), .size = d.size, .by = aot_dim::set_by::expression};
+    if (d.size == 0) {
+      const auto b = bound.find(d.name);
+      a.size = b == bound.end() ? 0 : b->second;
+      a.by = b == bound.end() ? aot_dim::set_by::caller : aot_dim::set_by::binding;
+    }
+    t.dims.push_back(a);
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<aot_tensor> aot_signature(const ir::graph& g, const aot::options& o) {
+  const dim_sizes bound = checked_bindings(g, o.bind);
+  std::vector<aot_tensor> s;
+  for (int t : g.terminals) s.push_back(tensor_of(g.at(t), std::string(g.at(t).name), false, bound));
+  s.push_back(tensor_of(g.output(), "output", true, bound));
+  if (o.with_weights) {
+    const int w = weights_node(g);
+    if (w < 0) throw argument_error("with_weights: the expression has no softmax");
+    s.push_back(tensor_of(g.at(w), "weights", true, bound));
+    s.back().note = "the attention weights";
+  }
+  if (o.with_lse) {
+    ir::node rows = g.at(lse_softmax(g));  // argument_error unless exactly one softmax
+    rows.shape.pop_back();
+    s.push_back(tensor_of(rows, "lse", true, bound));
+    s.back().note = "each row's log-sum-exp of its kept scores; -inf for a row without one";
+  }
+  return s;
+}
+
+}  // namespace attn::detail
