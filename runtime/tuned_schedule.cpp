@@ -27,11 +27,13 @@ std::string why_not_applicable(const ir::graph& g, const jit_options& o, const d
   }
 }
 
-// Once per process for each record and reason: jit() looks records up on every call.
+// Once per process for each record and reason: jit() looks records up on every call. (Bounded:
+// a database rewritten without end must not grow this process.)
 void report_once(const std::string& line) {
   static std::mutex m;
   static std::set<std::string> reported;
   const std::lock_guard lock(m);
+  if (reported.size() >= 1000) reported.clear();
   if (reported.insert(line).second) std::cerr << line << "\n";
 }
 

@@ -105,7 +105,8 @@ class database_reader {
     else if (format_ != format_name)
       c.problem = "not an attnforge tuning database (no \"format\": \"" + std::string(format_name) + "\")";
     else if (!version_is_ours_)
-      c.problem = "format version " + version_ + ", this attnforge reads version " + std::to_string(tuning_db_version);
+      c.problem = (version_.empty() ? std::string("no \"version\"") : "\"version\" is " + version_) + "; this attnforge reads version " +
+                  std::to_string(tuning_db_version);
     else if (!bad_record_.empty()) c.problem = bad_record_;
     else if (!records_seen_) c.problem = "no \"records\" array";
     else c.records = std::move(records_);
@@ -195,7 +196,7 @@ class database_reader {
   std::string key_;
   std::optional<std::string> format_;
   bool version_is_ours_ = false;
-  std::string version_ = "missing";
+  std::string version_;  // as written, or its type; empty: none
   bool records_seen_ = false;
   std::vector<tuning_record> records_;
   tuning_record record_;

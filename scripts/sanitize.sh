@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ASan + UBSan build of the library and the tests that exercise the runtime (labels runtime,
 # properties, variants, fuzz) in build-asan/, run under the sanitizers; TSan over the threaded
-# tests (build-tsan/); then the libFuzzer target for a bounded time (scripts/fuzz.sh, 60 s unless
-# ATTN_FUZZ_SECONDS says otherwise; 0 skips it).
+# tests (build-tsan/); then the libFuzzer targets for a bounded time (scripts/fuzz.sh, 60 s each
+# unless ATTN_FUZZ_SECONDS says otherwise; 0 skips them).
 # What the sanitizers cannot see, and the suppressions, are in tests/sanitizers/README.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,8 +14,8 @@ build="$root/build-asan"
   -DBUILD_TESTING=ON -DATTN_SANITIZE=address,undefined -DHalide_DIR="$halide_dir" \
   -DHalideHelpers_DIR="${halide_dir%/Halide}/HalideHelpers" >/dev/null
 "$venv/bin/cmake" --build "$build" -j "${ATTN_JOBS:-2}" --target test_runtime_errors test_hardening test_properties test_variants test_lookups test_catalogue test_normalisations test_products \
-  test_disk_cache disk_cache_writer \
-  fuzz_corpus_replay
+  test_disk_cache disk_cache_writer test_tuning_db \
+  fuzz_corpus_replay fuzz_tuning_db_replay
 
 supp="$root/tests/sanitizers"
 # Halide compiles on a stack of its own (swapcontext), which ASan cannot follow: compile on ours.

@@ -112,13 +112,22 @@ class stderr_capture {
   int saved_ = -1;
 };
 
-// Runs `body` in a child process with at most `seconds` and 1 GiB of data; true if it returned
-// true. A hang or an allocation past the limit is a failure, not a stuck or exhausted test machine.
+// This process's data segment, in bytes (/proc/self/status VmData; sanitizers reserve terabytes).
+rlim_t data_in_use() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmData:")) return rlim_t(std::stoull(line.substr(7))) << 10;
+  return 0;
+}
+
+// Runs `body` in a child process with at most `seconds` and 1 GiB of data more than it has; true
+// if it returned true. A hang or a huge allocation is a failure, not a stuck or exhausted machine.
 bool in_child(int seconds, const std::function<bool()>& body) {
+  const rlim_t data_limit = data_in_use() + (rlim_t(1) << 30);
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(unsigned(seconds));
-    const rlimit data{rlim_t(1) << 30, rlim_t(1) << 30};
+    const rlimit data{data_limit, data_limit};
     setrlimit(RLIMIT_DATA, &data);
     bool ok = false;
     try {
