@@ -254,7 +254,8 @@ std::vector<cache_entry> disk_cache::entries() const {
         pread(fd, trailer, fixed_trailer, static_cast<off_t>(e.bytes - fixed_trailer)) == static_cast<ssize_t>(fixed_trailer) &&
         get_u64(trailer + 32) == magic) {
       const std::uint64_t key_size = get_u64(trailer + 8), version_size = get_u64(trailer + 16);
-      if (key_size + version_size <= e.bytes - fixed_trailer && key_size + version_size < (std::uint64_t(1) << 20)) {
+      constexpr std::uint64_t longest = std::uint64_t(1) << 20;  // each; a key is a few KB
+      if (key_size < longest && version_size < longest && key_size + version_size <= e.bytes - fixed_trailer) {
         std::string text(static_cast<std::size_t>(key_size + version_size), '\0');
         if (pread(fd, text.data(), text.size(), static_cast<off_t>(e.bytes - fixed_trailer - text.size())) == static_cast<ssize_t>(text.size())) {
           e.key = text.substr(0, key_size);

@@ -14,8 +14,8 @@ build="$root/build-asan"
   -DBUILD_TESTING=ON -DATTN_SANITIZE=address,undefined -DHalide_DIR="$halide_dir" \
   -DHalideHelpers_DIR="${halide_dir%/Halide}/HalideHelpers" >/dev/null
 "$venv/bin/cmake" --build "$build" -j "${ATTN_JOBS:-2}" --target test_runtime_errors test_hardening test_properties test_variants test_lookups test_catalogue test_normalisations test_products \
-  test_disk_cache disk_cache_writer test_tuning_db \
-  fuzz_corpus_replay fuzz_tuning_db_replay
+  test_disk_cache disk_cache_writer test_tuning_db test_environment \
+  fuzz_corpus_replay fuzz_tuning_db_replay fuzz_cache_entry_replay
 
 supp="$root/tests/sanitizers"
 # Halide compiles on a stack of its own (swapcontext), which ASan cannot follow: compile on ours.
