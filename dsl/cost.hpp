@@ -145,12 +145,15 @@ constexpr cost_report cost(const ir::graph& g) {
   return r;
 }
 
-// Reports a shape error itself (one step from the caller's line), then does not call to_ir.
-template <expression E>
+template <well_shaped_expression E>
 constexpr cost_report cost(const E& e) {
-  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
-  if constexpr (has_shape_error<E>) return {};
-  else return cost(to_ir(e));
+  return cost(to_ir(e));
+}
+// Reports a shape error itself (one step from the caller's line), then does not call to_ir.
+template <fixed_string M>
+constexpr cost_report cost(const shaped<shape_error<M>>&) {
+  static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return {};
 }
 
 }  // namespace attn::dsl

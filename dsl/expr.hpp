@@ -48,11 +48,26 @@ struct placeholder {
   static constexpr bool free_placeholders = true;
 };
 
+// What a node derives from: its shape. A shape error makes it shaped<shape_error<M>>, which every
+// function that uses an expression (shape_of, to_ir, cost, to_string, shape_text, to_dot,
+// attn::jit) takes in an overload of its own: that overload reports the error, and its only
+// template argument is the message, so no line of the compiler's report spells the expression's
+// type (thousands of characters for a real layer).
+template <class Shape>
+struct shaped {};
+template <fixed_string M>
+struct shaped<shape_error<M>> {
+  using shape_type = shape_error<M>;
+  static constexpr bool batched = false;
+  static constexpr bool free_placeholders = false;
+};
+
 template <class T> struct is_expression : std::false_type {};
 template <fixed_string N, terminal_kind K, class... D> struct is_expression<terminal<N, K, D...>> : std::true_type {};
 template <> struct is_expression<constant> : std::true_type {};
 template <class D> struct is_expression<dim_value<D>> : std::true_type {};
 template <ir::placeholder W> struct is_expression<placeholder<W>> : std::true_type {};
+template <fixed_string M> struct is_expression<shaped<shape_error<M>>> : std::true_type {};
 
 template <class T>
 concept expression = is_expression<std::remove_cvref_t<T>>::value;
@@ -74,7 +89,7 @@ constexpr auto node_shape() {
 //   static constexpr bool binds_placeholders          -- mask / modify close over placeholders
 //   constexpr void annotate(ir::node&) const          -- extra data for the IR (optional)
 template <class Op, class... Args>
-struct node {
+struct node : shaped<decltype(detail::node_shape<Op, Args...>())> {
   Op op;
   hana::tuple<Args...> args;
 
@@ -98,19 +113,27 @@ concept operand = expression<T> || std::is_arithmetic_v<std::remove_cvref_t<T>> 
 
 template <class Op, class... Args>
 constexpr auto make_node(Op op, const Args&... args) {
-  return node<Op, std::remove_cvref_t<decltype(as_expr(args))>...>{op, hana::make_tuple(as_expr(args)...)};
+  return node<Op, std::remove_cvref_t<decltype(as_expr(args))>...>{{}, op, hana::make_tuple(as_expr(args)...)};
 }
 
 template <class E>
 inline constexpr bool has_shape_error = is_shape_error_v<typename E::shape_type>;
 
+template <class E>
+concept well_shaped_expression = expression<E> && !has_shape_error<E>;
+
 // The shape (a hana tuple of dims); a compile error with the message if the expression has a shape error.
-template <expression E>
+template <well_shaped_expression E>
 constexpr auto shape_of(const E&) {
-  // A shape error is reported here (and in to_ir): GCC names the failing well_shaped<shape_error<"...">>
-  // in a note, Clang in this line. Written out where it reports, so no trace of the library follows.
-  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
   return typename E::shape_type{};
+}
+// A shape error is reported here and in each function that uses an expression: GCC names the
+// failing well_shaped<shape_error<"...">> in a note, Clang in this line. Written out where it
+// reports, so no trace of the library follows.
+template <fixed_string M>
+constexpr auto shape_of(const shaped<shape_error<M>>&) {
+  static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return shape_error<M>{};
 }
 
 template <expression E>

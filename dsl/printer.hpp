@@ -102,23 +102,29 @@ inline std::string shape_text(const std::vector<ir::dim>& s, std::span<const dim
 
 inline std::string to_string(const ir::graph& g) { return detail::print(g, g.root).text; }
 
-// These report a shape error themselves (as shape_of and to_ir do), so the report is one step from
-// the caller's line, and then do not call to_ir, which would report it again.
-template <expression E>
+template <well_shaped_expression E>
 std::string to_string(const E& e) {
-  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
-  if constexpr (has_shape_error<E>) return {};
-  else return to_string(to_ir(e));
+  return to_string(to_ir(e));
+}
+// These overloads report a shape error themselves (as shape_of and to_ir do), so the report is one
+// step from the caller's line, and then do not call to_ir, which would report it again.
+template <fixed_string M>
+std::string to_string(const shaped<shape_error<M>>&) {
+  static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return {};
 }
 
 // An expression's shape as text: "(T, Dk)"; with bindings the sizes too: shape_text(e, T = 4)
 // gives "(T=4, Dk=8)".
-template <expression E, class... B>
+template <well_shaped_expression E, class... B>
 std::string shape_text(const E& e, const B&... bindings) {
-  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
   const std::vector<dim_binding> bs = {dim_binding(bindings)...};
-  if constexpr (has_shape_error<E>) return {};
-  else return detail::shape_text(to_ir(e).output().shape, bs);
+  return detail::shape_text(to_ir(e).output().shape, bs);
+}
+template <fixed_string M, class... B>
+std::string shape_text(const shaped<shape_error<M>>&, const B&...) {
+  static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return {};
 }
 
 // The expression as a Graphviz digraph: one box per node, labelled with its op and shape.
@@ -142,11 +148,14 @@ inline std::string to_dot(const ir::graph& g) {
   return s + "}\n";
 }
 
-template <expression E>
+template <well_shaped_expression E>
 std::string to_dot(const E& e) {
-  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
-  if constexpr (has_shape_error<E>) return {};
-  else return to_dot(to_ir(e));
+  return to_dot(to_ir(e));
+}
+template <fixed_string M>
+std::string to_dot(const shaped<shape_error<M>>&) {
+  static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return {};
 }
 
 }  // namespace attn::dsl

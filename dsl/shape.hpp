@@ -24,8 +24,9 @@ constexpr auto shape(Dims...) {
 // Shape rules return it instead of a shape, and an expression with a failing argument has that
 // argument's error as its shape, so nothing fails while an expression is built. The error is
 // reported where the expression is used, by one static_assert in the function that uses it
-// (shape_of, to_ir, cost, to_string, shape_text, to_dot, attn::jit): the message, the line that
-// uses the expression, and no trace of the library's templates.
+// (shape_of, to_ir, cost, to_string, shape_text, to_dot, attn::jit; each has an overload for
+// expressions with an error, expr.hpp's shaped): the message, the line that uses the expression,
+// and no trace of the library's templates nor the expression's type.
 template <fixed_string Message>
 struct shape_error {
   static constexpr auto message = Message;
@@ -84,7 +85,7 @@ struct reported<shape_error<M>> { using type = decltype(spell<M>(std::make_index
 }  // namespace detail
 
 // False for a shape error. Consumers report with
-//   static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error ...");
+//   static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error ...");
 // GCC names the failing well_shaped<shape_error<"...">> in a note, Clang in the error line.
 template <class S> inline constexpr bool well_shaped = !is_shape_error_v<S>;
 template <char... Text> inline constexpr bool well_shaped<shape_error_text<Text...>> = false;

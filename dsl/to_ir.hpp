@@ -113,15 +113,19 @@ constexpr ir::graph to_ir_checked(const E& e) {
 
 }  // namespace detail
 
-template <expression E>
+template <well_shaped_expression E>
 constexpr ir::graph to_ir(const E& e) {
-  // A shape error is reported here or in shape_of (see shape_error); nothing more is instantiated
-  // after it, so no further errors follow.
-  static_assert(well_shaped<reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
   static_assert(!E::free_placeholders,
                 "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
-  if constexpr (has_shape_error<E> || E::free_placeholders) return ir::graph{};
+  if constexpr (E::free_placeholders) return ir::graph{};
   else return detail::to_ir_checked(e);
+}
+// A shape error is reported here (see shaped); nothing more is instantiated after it, so no
+// further errors follow.
+template <fixed_string M>
+constexpr ir::graph to_ir(const shaped<shape_error<M>>&) {
+  static_assert(well_shaped<reported_t<shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return {};
 }
 
 }  // namespace attn::dsl

@@ -92,12 +92,16 @@ class kernel {
   std::shared_ptr<const compiled_kernel> k_;
 };
 
-template <dsl::expression E>
+template <dsl::well_shaped_expression E>
 kernel<E> jit(const E& e, const jit_options& options = {}) {
-  // A shape error is reported here, one step from the caller's line (see dsl::shape_error).
-  static_assert(dsl::well_shaped<dsl::reported_t<typename E::shape_type>>, "attn shape error: the message is in shape_error<...>");
-  if constexpr (dsl::has_shape_error<E>) return kernel<E>(nullptr);
-  else return kernel<E>(compiled_kernel::get(dsl::to_ir(e), options));
+  return kernel<E>(compiled_kernel::get(dsl::to_ir(e), options));
+}
+// A shape error is reported here, one step from the caller's line (see dsl::shaped); the kernel
+// it returns takes any call without a second error.
+template <dsl::fixed_string M>
+kernel<dsl::shaped<dsl::shape_error<M>>> jit(const dsl::shaped<dsl::shape_error<M>>&, const jit_options& = {}) {
+  static_assert(dsl::well_shaped<dsl::reported_t<dsl::shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return kernel<dsl::shaped<dsl::shape_error<M>>>(nullptr);
 }
 
 }  // namespace attn

@@ -1,10 +1,11 @@
 # Runs a C++ compiler on one source file and checks the outcome (cmake -P script).
 #   -DCXX=<compiler> -DSOURCE=<file.cpp> -DFLAGS=<flags, separated by '|'> -DMODE=FAIL|PASS|SKIP
-#   [-DMAX_LINES=<n>] [-DWHY=<text>]
+#   [-DMAX_LINES=<n>] [-DMAX_LINE_LENGTH=<n>] [-DWHY=<text>]
 # MODE=FAIL (the default): passes only if compilation FAILS, the compiler's output contains the text
 #   of every `// expect: <text>` line of SOURCE (at least one such line is required), and the output
 #   has at most MAX_LINES lines (a `// max-lines: <n>` line in SOURCE overrides MAX_LINES; no limit
-#   if neither is given). Clang spells a shape error's message as a pack of chars ('m', 'a', 't', ...);
+#   if neither is given), and no line longer than MAX_LINE_LENGTH characters (`// max-line-length: <n>`
+#   overrides it): a report must not spell a whole expression's type. Clang spells a shape error's message as a pack of chars ('m', 'a', 't', ...);
 #   the expected text is also looked for in the output with the "', '" between such chars removed.
 # MODE=PASS: passes only if compilation succeeds (a control, so the harness cannot pass trivially).
 # MODE=SKIP: prints "SKIPPED: <WHY>" (the test's SKIP_REGULAR_EXPRESSION turns that into a skip).
@@ -80,4 +81,26 @@ if (DEFINED MAX_LINES AND NOT MAX_LINES STREQUAL "")
   message(STATUS "${SOURCE}: ${line_count} lines of compiler output (at most ${MAX_LINES})")
 else ()
   message(STATUS "${SOURCE}: ${line_count} lines of compiler output (no limit)")
+endif ()
+
+file(STRINGS "${SOURCE}" max_length_line REGEX "^[ \t]*//[ \t]*max-line-length:[ \t]*[0-9]+")
+if (max_length_line)
+  string(REGEX REPLACE "^[ \t]*//[ \t]*max-line-length:[ \t]*([0-9]+).*" "\\1" MAX_LINE_LENGTH "${max_length_line}")
+endif ()
+if (DEFINED MAX_LINE_LENGTH AND NOT MAX_LINE_LENGTH STREQUAL "")
+  # Clang's pack of chars counts as the text it spells (out_joined).
+  string(REPLACE ";" "," joined_lines "${out_joined}")
+  string(REPLACE "\n" ";" joined_lines "${joined_lines}")
+  set(longest 0)
+  foreach (line IN LISTS joined_lines)
+    string(LENGTH "${line}" length)
+    if (length GREATER longest)
+      set(longest ${length})
+    endif ()
+  endforeach ()
+  if (longest GREATER MAX_LINE_LENGTH)
+    message(FATAL_ERROR "${SOURCE}: ${CXX} printed a line of ${longest} characters, more than the ${MAX_LINE_LENGTH} allowed\n"
+                        "compiler output:\n${out}")
+  endif ()
+  message(STATUS "${SOURCE}: longest line ${longest} characters (at most ${MAX_LINE_LENGTH})")
 endif ()
