@@ -38,6 +38,10 @@ namespace {
 namespace fs = std::filesystem;
 using disk_cache_test::run;
 
+// ctest runs this program as two tests that each core can take (tests/CMakeLists.txt): the test
+// cases with this label, then the others.
+const auto first_half = boost::unit_test::label("first_half");
+
 // Pools of six threads, whatever the machine: a kernel with a pool of its own would show.
 constexpr int pool_threads = 6;
 struct thread_pools_of_six {
@@ -329,7 +333,7 @@ void plant_forged_entry(fresh_cache& c, const fs::path& folder) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(folders_others_can_write_are_never_loaded_from) {
+BOOST_AUTO_TEST_CASE(folders_others_can_write_are_never_loaded_from, *first_half) {
   fresh_cache c;
   const fs::path marker = c.temp.path() / "forged_entry_ran";
   setenv("ATTN_TEST_FORGED_MARKER", marker.c_str(), 1);
@@ -390,7 +394,7 @@ BOOST_AUTO_TEST_CASE(folders_and_entries_are_private_whatever_the_umask) {
   BOOST_TEST(taken_reports().empty());
 }
 
-BOOST_AUTO_TEST_CASE(links_fifos_and_huge_files_are_rejected_without_reading) {
+BOOST_AUTO_TEST_CASE(links_fifos_and_huge_files_are_rejected_without_reading, *first_half) {
   fresh_cache c;
   run();
   const fs::path entry = c.only_entry(), real = c.temp.path() / "real_entry";
@@ -482,7 +486,7 @@ BOOST_AUTO_TEST_CASE(the_size_limit_drops_least_recently_used_entries) {
   BOOST_TEST(fs::exists(cache->entry_path("key4")));
 }
 
-BOOST_AUTO_TEST_CASE(attn_cache_lists_clears_and_trims_only_attnforge_files) {
+BOOST_AUTO_TEST_CASE(attn_cache_lists_clears_and_trims_only_attnforge_files, *first_half) {
   fresh_cache c;
   run();
   run({.path = attn::lowering::generic});
@@ -542,7 +546,7 @@ std::size_t kernels_mapped(const fs::path& dir) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(kernels_share_one_thread_pool_and_are_unloaded_when_dropped) {
+BOOST_AUTO_TEST_CASE(kernels_share_one_thread_pool_and_are_unloaded_when_dropped, *first_half) {
   fresh_cache c;
   attn::set_kernel_cache_limit(4);
   run();  // the pool exists from here on
@@ -565,7 +569,7 @@ BOOST_AUTO_TEST_CASE(kernels_share_one_thread_pool_and_are_unloaded_when_dropped
   BOOST_TEST(kernels_mapped(c.dir) <= 1u);
 }
 
-BOOST_AUTO_TEST_CASE(as_another_user_shared_folders_are_never_loaded_from) {
+BOOST_AUTO_TEST_CASE(as_another_user_shared_folders_are_never_loaded_from, *first_half) {
   // The trust rule for a user without root's privileges: CI runs as root, so the kernel runs in
   // disk_cache_writer under setpriv as "nobody" (uid 65534).
   const fs::path writer = fs::path(ATTN_TEST_BINARY_DIR) / "disk_cache_writer";

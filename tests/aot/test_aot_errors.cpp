@@ -202,8 +202,7 @@ BOOST_AUTO_TEST_CASE(halide_errors_while_running_come_back_without_aborting) {
 
 BOOST_AUTO_TEST_CASE(a_failed_device_copy_comes_back_without_aborting) {
   // A device whose copies fail, reporting through Halide's error handler as a GPU runtime does.
-  heads_call c{.tq = 3, .tk = 3, .tv = 3, .tout = 3};
-  BOOST_TEST_REQUIRE(c.run() == 0);  // the kernels' error handler is installed at their first call
+  // Declared first: the buffer frees its device copy through it when it goes.
   halide_device_interface_t failing{};
   failing.copy_to_host = [](void* user_context, halide_buffer_t*) {
     halide_error(user_context, "the device is gone");
@@ -213,6 +212,8 @@ BOOST_AUTO_TEST_CASE(a_failed_device_copy_comes_back_without_aborting) {
     b->device = 0;
     return 0;
   };
+  heads_call c{.tq = 3, .tk = 3, .tv = 3, .tout = 3};
+  BOOST_TEST_REQUIRE(c.run() == 0);  // the kernels' error handler is installed at their first call
   halide_buffer_t* out = c.buffer(3);
   out->device = 1;
   out->device_interface = &failing;
