@@ -1,17 +1,11 @@
 #include "c_compiler.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
+#include <optional>
 #include <sstream>
+#include "child_process.hpp"
 #include "errors.hpp"
-
-extern char** environ;
 
 namespace attn::detail {
 
@@ -33,31 +27,12 @@ std::string joined(const std::vector<std::string>& w) {
   return s;
 }
 
-// Runs `args` with stdout and stderr into `log`; its exit status, or -1 if it did not exit.
+// Runs `args` with stdout and stderr into `log`: its exit status, or -1 if it did not exit.
 int run(const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (std::string& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) throw compile_error("cannot run the C compiler '" + args[0] + "': " + std::strerror(spawned));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string why;
+  const std::optional<int> status = run_program(args, log, why);
+  if (!status) throw compile_error("cannot run the C compiler '" + args[0] + "': " + why);
+  return *status;
 }
 
 bool is_clang(const c_compiler& cc, const fs::path& scratch) {

@@ -1,22 +1,16 @@
 #include "shared_object_kernel.hpp"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
+#include "child_process.hpp"
 #include "errors.hpp"
 #include "private_temp_dir.hpp"
 #include "scratch_memory.hpp"
 
-extern char** environ;
 
 namespace attn::detail {
 
@@ -27,13 +21,6 @@ constexpr const char* entry = "attn_kernel";
 // Halide's runtime calls this with the user context the call passed: our message string.
 void collect_error(void* user_context, const char* msg) {
   if (user_context != nullptr) static_cast<std::string*>(user_context)->append(msg);
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The C++ driver this library was built with (it knows where libc and libpthread are), unless
@@ -56,24 +43,12 @@ void link_shared_object(const std::filesystem::path& object, const std::filesyst
     map << "local: *; };\n";
   }
   const std::string cmd = linker();
-  std::vector<std::string> args{cmd, "-shared", "-o", so_path.string(), object.string(),
-                                "-Wl,--version-script=" + script.string(), "-lpthread", "-ldl", "-lm"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, cmd.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) throw link_failure("cannot run the linker '" + cmd + "': " + std::strerror(spawned));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw link_failure("linking with '" + cmd + "' failed: " + read_text(log));
+  std::string why;
+  const std::optional<int> status = run_program({cmd, "-shared", "-o", so_path.string(), object.string(),
+                                                 "-Wl,--version-script=" + script.string(), "-lpthread", "-ldl", "-lm"},
+                                                log, why);
+  if (!status) throw link_failure("cannot run the linker '" + cmd + "': " + why);
+  if (*status != 0) throw link_failure("linking with '" + cmd + "' failed: " + read_text(log));
 }
 
 std::shared_ptr<const shared_object> shared_object::load(const std::filesystem::path& path) {
