@@ -195,10 +195,9 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   // the schedule above (a specialisation copies it).
   if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
   // No loop partitioning in a step: its guarded tails nest (register tiles in row blocks in key
-  // tiles), and Halide's partitioning of them grew without bound: sliding windows with vectors of
-  // 4 at Dh = 64 compiled for over 25 minutes (a sweep of them crashed, likely in the compiler;
-  // guard pages around every buffer found no kernel access outside one). Now seconds; the default
-  // schedules run as fast without it (measured 2026-11-28, Zen 3).
+  // tiles), and Halide's partitioning of them grows without bound (sliding windows with vectors of
+  // 4 at Dh = 64 compile for tens of minutes with it, in seconds without); the default schedules
+  // run as fast without it.
   for (Func g : {step.score, step.prob, step.max, step.sum, step.pv, step.max_lanes, step.sum_lanes}) never_partition(g);
   for (stage& pw : step.pairwise) never_partition(pw.func);
   u.never_partition_all();

@@ -5,8 +5,8 @@
 // line or two per 4 KiB page, where the hardware prefetchers do not follow, and the loads stall),
 // packed they follow one another in memory. Halide has no split storage, so the consumer's
 // definition is rewritten to read the packed Func (as Func::in() rewrites it to read a wrapper).
-// Used by matmul_schedule (wide weights). Tried on the fused kernel's Kᵀ (full tiles, panels of
-// one vector, packed at root): within the noise on the AVX2 EPYC (2026-11-26), not kept.
+// Used by matmul_schedule (wide weights); not by the fused kernel, whose Kᵀ tiles (panels of one
+// vector, packed at root) ran no faster with it.
 #include <Halide.h>
 
 namespace attn::gen {
