@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
-#include <stdexcept>
 #include "flash_algorithm.hpp"
 #include "gpu_threads.hpp"
 
@@ -13,17 +11,23 @@ using namespace Halide;
 
 namespace {
 
-struct field {
-  const char* name;
-  int flash_gpu_schedule::*member;
-  int min, max;
+using S = flash_gpu_schedule;
+constexpr std::string_view variant_names[] = {"per_thread", "shared_memory"};
+constexpr parameter<S> parameters[] = {
+    number<&S::q_tile>("q_tile", 1, 1024),
+    number<&S::kv_tile>("kv_tile", 1, 4096),
+    number<&S::threads>("threads", 1, 1024),
+    choice<&S::stage_k>("stage_k", on_off),
+    choice<&S::stage_v>("stage_v", on_off),
+    choice<&S::shared>("shared", variant_names),
+    choice<&S::unroll>("unroll", on_off),
 };
-constexpr field fields[] = {
-    {"q_tile", &flash_gpu_schedule::q_tile, 1, 1024},   {"kv_tile", &flash_gpu_schedule::kv_tile, 1, 4096},
-    {"threads", &flash_gpu_schedule::threads, 1, 1024}, {"stage_k", &flash_gpu_schedule::stage_k, 0, 1},
-    {"stage_v", &flash_gpu_schedule::stage_v, 0, 1},   {"shared", &flash_gpu_schedule::shared, 0, 1},
-    {"unroll", &flash_gpu_schedule::unroll, 0, 1},
+constexpr relation<S> relations[] = {
+    {"kv_tile threads", "kv_tile must be a multiple of threads", [](const S& s) { return s.kv_tile % s.threads == 0; }},
+    {"threads q_tile", "threads × q_tile, the threads of a block, must be at most 1024",
+     [](const S& s) { return s.threads * s.q_tile <= 1024; }},
 };
+constexpr parameter_table<S> table{"GPU schedule", parameters, relations};
 
 constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
 
@@ -201,8 +205,8 @@ Var tiles_on_blocks(flash_funcs& f, const flash_gpu_schedule& s) {
   return f.qt;
 }
 
-// shared = 0: one thread per query row; the state and every per-tile Func of a row live in the
-// thread's private memory, computed serially inside it. No shared memory, no barriers.
+// The per-thread variant: one thread per query row; the state and every per-tile Func of a row
+// live in the thread's private memory, computed serially inside it. No shared memory, no barriers.
 void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
   tiles_on_blocks(f, s);
   f.tiles.reorder(f.dv, f.qi).gpu_threads(f.qi);
@@ -226,43 +230,11 @@ void schedule_flash_per_thread(flash_funcs& f, const flash_gpu_schedule& s) {
 
 }  // namespace
 
-std::string to_string(const flash_gpu_schedule& s) {
-  std::string t;
-  for (const field& f : fields) t += (t.empty() ? "" : " ") + std::string(f.name) + "=" + std::to_string(s.*f.member);
-  return t;
-}
+const parameter_table<flash_gpu_schedule>& flash_gpu_schedule::parameters() { return table; }
 
-flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule s) {
-  std::istringstream in(text);
-  std::string item;
-  while (in >> item) {
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const field* f = nullptr;
-    for (const field& candidate : fields)
-      if (key == candidate.name) f = &candidate;
-    if (f == nullptr || eq == std::string::npos)
-      throw std::invalid_argument("GPU schedule: unknown parameter '" + key + "' (known: " + to_string(flash_gpu_schedule{}) + ")");
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item.substr(eq + 1), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() - eq - 1 || v < f->min || v > f->max)
-      throw std::invalid_argument("GPU schedule: " + key + " must be an integer in [" + std::to_string(f->min) + ", " +
-                                  std::to_string(f->max) + "], got '" + item.substr(eq + 1) + "'");
-    s.*f->member = v;
-  }
-  if (s.kv_tile % s.threads != 0)
-    throw std::invalid_argument("GPU schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of threads (" +
-                                std::to_string(s.threads) + ")");
-  if (s.threads * s.q_tile > 1024)
-    throw std::invalid_argument("GPU schedule: threads × q_tile = " + std::to_string(s.threads * s.q_tile) +
-                                " threads per block; at most 1024");
-  return s;
-}
+std::string to_string(const flash_gpu_schedule& s) { return table.print(s); }
+
+flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule s) { return table.parse(text, s); }
 
 std::int64_t shared_bytes(const flash_gpu_schedule& s, std::int64_t dv, std::int64_t dk) {
   const std::int64_t q = s.q_tile, k = s.kv_tile;
@@ -281,22 +253,22 @@ flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv) {
     // loops and within a few percent of the best q_tile measured (docs/performance.md), where
     // 32 unrolled rows spill at Dh = 128.
     s.q_tile = 64;
-    s.unroll = 1;
+    s.unroll = true;
   }
-  if (!s.shared) return s;
-  // shared=1: the largest query tile whose block fits in shared memory with both
+  if (s.shared == flash_gpu_variant::per_thread) return s;
+  // Shared memory: the largest query tile whose block fits in shared memory with both
   // tiles staged; failing that, without the copy of V (P·V then reads V through the L1 cache).
   // At most 8 rows: blocks of 256 threads (PoCL runs a block's work-items on one CPU thread's
   // stack; 1024 overflowed it).
   const std::int64_t width = dv > 0 ? dv : 128;
   for (int q : {8, 4}) {
     s.q_tile = q;
-    s.stage_v = 1;
+    s.stage_v = true;
     if (shared_bytes(s, width, width) <= shared_limit) return s;
-    s.stage_v = 0;
+    s.stage_v = false;
     if (shared_bytes(s, width, width) <= shared_limit) return s;
   }
-  s.stage_k = 0;
+  s.stage_k = false;
   return s;
 }
 
@@ -308,7 +280,7 @@ flash_gpu_schedule banded(flash_gpu_schedule s, std::int64_t band) {
 }
 
 void schedule_flash_gpu(flash_funcs& f, const std::vector<ImageParam>& params, const flash_gpu_schedule& s, const Target&) {
-  if (!s.shared) return schedule_flash_per_thread(f, s);
+  if (s.shared == flash_gpu_variant::per_thread) return schedule_flash_per_thread(f, s);
   // Blocks: (query tile, lead dims and batch fused); threads: (V's width, query rows).
   const Var block = tiles_on_blocks(f, s);
   threads_2d(f.tiles, f.dv, f.qi, dv_threads(f, s), s.q_tile);

@@ -13,47 +13,59 @@
 // reference on PoCL (test_opencl) and on NVIDIA GPUs (test_cuda); the default is the per-thread
 // variant (shared=0), the faster of the two where measured (docs/performance.md).
 //
-// The parameters are plain data, printable and parseable (the tuner searches them, the tuning
-// database stores them), with a default per shape that fits CUDA's 48 KiB of static shared memory.
+// The parameters are plain data, printable and parseable through their table (parameter_table.hpp:
+// the tuner searches them, the tuning database stores them), with a default per shape that fits
+// CUDA's 48 KiB of static shared memory.
 #include <cstdint>
 #include <string>
 #include <vector>
 #include <Halide.h>
+#include "parameter_table.hpp"
 
 namespace attn::gen {
 
 struct flash_funcs;
 
+// Where a block keeps a query tile's work (the text's shared=0 or 1).
+enum class flash_gpu_variant {
+  // One thread per query row, q_tile threads per block, every per-tile Func in the thread's own
+  // (private) memory: no shared memory and no barriers (threads, stage_k and stage_v then unused,
+  // except that threads is still the lane count of the row reductions). Slower on a GPU, but
+  // simple: OpenCL on a CPU (PoCL) compiles it quickly, where the shared variant takes minutes
+  // per kernel.
+  per_thread = 0,
+  // The block's threads share each step's tiles in shared memory (the top of this file).
+  shared_memory = 1,
+};
+
 struct flash_gpu_schedule {
-  int q_tile = 32;   // query rows per block: the block's threads in y (shared=0: its threads)
+  int q_tile = 32;   // query rows per block: the block's threads in y (per_thread: its threads)
   int kv_tile = 32;  // keys per online-softmax step (a multiple of threads)
   int threads = 8;   // the block's threads in x: across a tile's keys and across V's width
-  int stage_k = 1;   // 1: copy each key tile of Kᵀ into shared memory before Q·Kᵀ reads it
-  int stage_v = 1;   // 1: copy each key tile of V into shared memory before P·V reads it
-  // 1: the block's threads share each step's tiles in shared memory (above). 0: one thread per
-  // query row, q_tile threads per block, every per-tile Func in the thread's own (private)
-  // memory: no shared memory and no barriers (threads, stage_k and stage_v then unused, except
-  // that threads is still the lane count of the row reductions). Slower on a GPU, but simple:
-  // OpenCL on a CPU (PoCL) compiles it quickly, where the shared variant takes minutes per kernel.
-  int shared = 0;
-  // shared=0 with V's width known when compiling: 1 unrolls the loops over V's width (the row's
+  bool stage_k = true;  // copy each key tile of Kᵀ into shared memory before Q·Kᵀ reads it
+  bool stage_v = true;  // copy each key tile of V into shared memory before P·V reads it
+  flash_gpu_variant shared = flash_gpu_variant::per_thread;
+  // per_thread with V's width known when compiling: unroll the loops over V's width (the row's
   // accumulator and each tile's P·V in registers rather than in local memory) and over a tile's keys.
-  int unroll = 0;
+  bool unroll = false;
+
+  // Each parameter's name, range and place in the text; kv_tile a multiple of threads, at most
+  // 1024 threads per block (threads × q_tile).
+  static const parameter_table<flash_gpu_schedule>& parameters();
 
   bool operator==(const flash_gpu_schedule&) const = default;
 };
 
-// "q_tile=32 kv_tile=32 threads=8 stage_k=1 stage_v=1 shared=0 unroll=0"
+// "q_tile=32 kv_tile=32 threads=8 stage_k=1 stage_v=1 shared=0 unroll=0" (flags and the variant as numbers)
 std::string to_string(const flash_gpu_schedule& s);
 
-// Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument
-// naming the bad key or value (also for a kv_tile that is not a multiple of threads and for more
-// than 1024 threads per block).
+// Reads the text above; missing parameters keep the values of `base`. Throws std::invalid_argument
+// naming the parameter, the value given and what is allowed (parameter_table.hpp).
 flash_gpu_schedule parse_flash_gpu_schedule(const std::string& text, flash_gpu_schedule base);
 
 // The default for a V of width dv (0: not known when compiling): the per-thread variant, with 64
-// rows a block and unroll=1 where dv is known, else 32 rows a block, rolled. (For
-// shared=1, shared_bytes sizes the query tile so that a block stays within 48 KiB.)
+// rows a block and unroll=1 where dv is known, else 32 rows a block, rolled. (For the
+// shared-memory variant, shared_bytes sizes the query tile so that a block stays within 48 KiB.)
 flash_gpu_schedule default_flash_gpu_schedule(std::int64_t dv);
 
 // Shared memory one block uses, estimated in bytes for V's width dv and a contraction (Q·Kᵀ) of

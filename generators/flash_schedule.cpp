@@ -1,26 +1,31 @@
 #include "flash_schedule.hpp"
 
 #include <algorithm>
-#include <sstream>
-#include <stdexcept>
 
 namespace attn::gen {
 
 namespace {
 
-struct field {
-  const char* name;
-  int flash_schedule::*member;
-  int min, max;
+using S = flash_schedule;
+constexpr parameter<S> parameters[] = {
+    number<&S::q_tile>("q_tile", 1, 4096),
+    number<&S::kv_tile>("kv_tile", 1, 65536),
+    number<&S::partial_tile>("partial_tile", 0, 65536),
+    number<&S::q_unroll>("q_unroll", 1, 32),
+    number<&S::kv_vectors>("kv_vectors", 1, 16),
+    number<&S::vector>("vector", 1, 64),
+    choice<&S::stage_kv>("stage_kv", on_off),
+    number<&S::pv_keys>("pv_keys", 0, 65536),
+    number<&S::row_block>("row_block", 0, 4096),
+    number<&S::pv_rows>("pv_rows", 0, 32),
+    choice<&S::pack_state>("pack_state", on_off),
 };
-constexpr field fields[] = {
-    {"q_tile", &flash_schedule::q_tile, 1, 4096},       {"kv_tile", &flash_schedule::kv_tile, 1, 65536},
-    {"partial_tile", &flash_schedule::partial_tile, 0, 65536},
-    {"q_unroll", &flash_schedule::q_unroll, 1, 32},     {"kv_vectors", &flash_schedule::kv_vectors, 1, 16},
-    {"vector", &flash_schedule::vector, 1, 64},         {"stage_kv", &flash_schedule::stage_kv, 0, 1},
-    {"pv_keys", &flash_schedule::pv_keys, 0, 65536},    {"row_block", &flash_schedule::row_block, 0, 4096},
-    {"pv_rows", &flash_schedule::pv_rows, 0, 32},      {"pack_state", &flash_schedule::pack_state, 0, 1},
+constexpr relation<S> relations[] = {
+    {"kv_tile vector", "kv_tile must be a multiple of vector", [](const S& s) { return s.kv_tile % s.vector == 0; }},
+    {"partial_tile kv_tile vector", "partial_tile must divide kv_tile and be a multiple of vector, or be 0 (kv_tile)",
+     [](const S& s) { return s.partial_tile == 0 || (s.kv_tile % s.partial_tile == 0 && s.partial_tile % s.vector == 0); }},
 };
+constexpr parameter_table<S> table{"schedule", parameters, relations};
 
 // The largest multiple of vector that divides kv_tile and is at most partial_tile (0 stays 0).
 int fitted_partial_tile(const flash_schedule& s) {
@@ -32,45 +37,14 @@ int fitted_partial_tile(const flash_schedule& s) {
 
 }  // namespace
 
-std::string to_string(const flash_schedule& s) {
-  std::string t;
-  for (const field& f : fields) t += (t.empty() ? "" : " ") + std::string(f.name) + "=" + std::to_string(s.*f.member);
-  return t;
-}
+const parameter_table<flash_schedule>& flash_schedule::parameters() { return table; }
+
+std::string to_string(const flash_schedule& s) { return table.print(s); }
 
 flash_schedule parse_flash_schedule(const std::string& text, flash_schedule s) {
-  std::istringstream in(text);
-  std::string item;
-  bool partial_given = false;
-  while (in >> item) {
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const field* f = nullptr;
-    for (const field& candidate : fields)
-      if (key == candidate.name) f = &candidate;
-    if (f == nullptr || eq == std::string::npos)
-      throw std::invalid_argument("schedule: unknown parameter '" + key + "' (known: " + to_string(flash_schedule{}) + ")");
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item.substr(eq + 1), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() - eq - 1 || v < f->min || v > f->max)
-      throw std::invalid_argument("schedule: " + key + " must be an integer in [" + std::to_string(f->min) + ", " +
-                                  std::to_string(f->max) + "], got '" + item.substr(eq + 1) + "'");
-    s.*f->member = v;
-    partial_given = partial_given || f->member == &flash_schedule::partial_tile;
-  }
-  if (s.kv_tile % s.vector != 0)
-    throw std::invalid_argument("schedule: kv_tile (" + std::to_string(s.kv_tile) + ") must be a multiple of vector (" +
-                                std::to_string(s.vector) + ")");
-  if (!partial_given) s.partial_tile = fitted_partial_tile(s);  // base's value, fitted to the tiles given
-  if (s.partial_tile != 0 && (s.kv_tile % s.partial_tile != 0 || s.partial_tile % s.vector != 0))
-    throw std::invalid_argument("schedule: partial_tile (" + std::to_string(s.partial_tile) + ") must divide kv_tile (" +
-                                std::to_string(s.kv_tile) + ") and be a multiple of vector (" + std::to_string(s.vector) +
-                                "), or 0 (kv_tile)");
+  const std::vector<std::string_view> given = table.read(text, s);
+  if (std::ranges::find(given, "partial_tile") == given.end()) s.partial_tile = fitted_partial_tile(s);  // base's, fitted
+  table.check(s);
   return s;
 }
 

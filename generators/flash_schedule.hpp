@@ -1,8 +1,10 @@
 #pragma once
-// The fused (flash) attention kernel's parameters: plain data, printable and parseable, so a
-// tuner can search them and a database can store them. Halide-free.
+// The fused (flash) attention kernel's parameters: plain data, printable and parseable through
+// their table (parameter_table.hpp), so a tuner can search them and a database can store them.
+// Halide-free.
 #include <cstdint>
 #include <string>
+#include "parameter_table.hpp"
 
 namespace attn::gen {
 
@@ -18,21 +20,28 @@ struct flash_schedule {
   int pv_keys = 0;      // P·V walks keys in blocks of this many (0: the whole key tile at once)
   int row_block = 0;    // each key tile is walked in blocks of this many query rows: score, softmax
                         // and P·V of one block while its scores are in L1 (0: the whole query tile)
-  int stage_kv = 0;     // 1: copy each key tile of Kᵀ (a product's right operand) into a padded
-                        // per-task buffer, walked key block by key block (no cache-set conflicts
-                        // at power-of-two lengths); the copy costs about what it saves at Dh = 64
-  int pack_state = 1;   // 1: the online softmax's state holds V's row as vectors of their own, so the
-                        // running max and sum are rescaled once per row (flash_funcs::state); needs
-                        // V's width known when compiling (static or bound) and a multiple of vector
+  bool stage_kv = false;   // copy each key tile of Kᵀ (a product's right operand) into a padded
+                           // per-task buffer, walked key block by key block (no cache-set conflicts
+                           // at power-of-two lengths); the copy costs about what it saves at Dh = 64
+  bool pack_state = true;  // the online softmax's state holds V's row as vectors of their own, so
+                           // the running max and sum are rescaled once per row (flash_funcs::state);
+                           // needs V's width known when compiling (static or bound) and a multiple
+                           // of vector
+
+  // Each parameter's name, range and place in the text; kv_tile a multiple of vector, partial_tile
+  // dividing kv_tile and a multiple of vector (or 0).
+  static const parameter_table<flash_schedule>& parameters();
 
   bool operator==(const flash_schedule&) const = default;
 };
 
-// "q_tile=48 kv_tile=256 q_unroll=6 kv_vectors=4 vector=16"
+// "q_tile=48 kv_tile=256 partial_tile=64 q_unroll=6 kv_vectors=4 vector=16 stage_kv=0 pv_keys=0
+// row_block=0 pv_rows=0 pack_state=1" (flags as 0 and 1)
 std::string to_string(const flash_schedule& s);
 
-// Reads the text above; missing keys keep the values of `base`. Throws std::invalid_argument
-// naming the bad key or value.
+// Reads the text above; missing parameters keep the values of `base`, except that base's
+// partial_tile, when not given, is fitted to the tiles given. Throws std::invalid_argument naming
+// the parameter, the value given and what is allowed (parameter_table.hpp).
 flash_schedule parse_flash_schedule(const std::string& text, flash_schedule base);
 
 // A good default for these sizes (0: not known before the call) on a target with `vector` floats per vector.

@@ -1,8 +1,6 @@
 #include "matmul_gpu_schedule.hpp"
 
 #include <algorithm>
-#include <sstream>
-#include <stdexcept>
 #include "gpu_threads.hpp"
 
 namespace attn::gen {
@@ -11,49 +9,26 @@ using namespace Halide;
 
 namespace {
 
-struct field {
-  std::string_view key;
-  int matmul_gpu_schedule::*value;
+using S = matmul_gpu_schedule;
+constexpr parameter<S> parameters[] = {
+    number<&S::threads_x>("threads_x", 1, 1024),
+    number<&S::threads_y>("threads_y", 1, 1024),
+    number<&S::cols>("cols", 1, 1024),
+    number<&S::rows>("rows", 1, 1024),
 };
-constexpr field fields[] = {{"threads_x", &matmul_gpu_schedule::threads_x},
-                            {"threads_y", &matmul_gpu_schedule::threads_y},
-                            {"cols", &matmul_gpu_schedule::cols},
-                            {"rows", &matmul_gpu_schedule::rows}};
+constexpr relation<S> relations[] = {
+    {"threads_x threads_y", "threads_x × threads_y, the threads of a block, must be at most 1024",
+     [](const S& s) { return s.threads_x * s.threads_y <= 1024; }},
+};
+constexpr parameter_table<S> table{"matmul GPU schedule", parameters, relations};
 
 }  // namespace
 
-std::string matmul_gpu_schedule::to_string() const {
-  std::string s;
-  for (const field& f : fields) s += (s.empty() ? "" : " ") + std::string(f.key) + "=" + std::to_string(this->*f.value);
-  return s;
-}
+const parameter_table<matmul_gpu_schedule>& matmul_gpu_schedule::parameters() { return table; }
 
-matmul_gpu_schedule matmul_gpu_schedule::parse(std::string_view text) {
-  matmul_gpu_schedule s;
-  std::istringstream in{std::string(text)};
-  std::string item;
-  while (in >> item) {
-    const std::size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const field* f = std::find_if(std::begin(fields), std::end(fields), [&](const field& x) { return x.key == key; });
-    if (f == std::end(fields) || eq == std::string::npos)
-      throw std::invalid_argument("matmul_gpu_schedule: unknown key '" + key + "'");
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item.substr(eq + 1), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() - eq - 1 || v < 1 || v > 1024)
-      throw std::invalid_argument("matmul_gpu_schedule: " + key + " must be an integer in [1, 1024], got '" + item.substr(eq + 1) + "'");
-    s.*f->value = v;
-  }
-  if (s.threads_x * s.threads_y > 1024)
-    throw std::invalid_argument("matmul_gpu_schedule: threads_x × threads_y = " + std::to_string(s.threads_x * s.threads_y) +
-                                " threads per block; at most 1024");
-  return s;
-}
+std::string matmul_gpu_schedule::to_string() const { return table.print(*this); }
+
+matmul_gpu_schedule matmul_gpu_schedule::parse(std::string_view text) { return table.parse(text, {}); }
 
 matmul_gpu_schedule default_matmul_gpu_schedule(const matmul_shape& shape) {
   matmul_gpu_schedule s;

@@ -3,11 +3,12 @@
 // threads_x × threads_y threads, each thread a tile of cols × rows outputs accumulated in
 // registers over the whole reduction (unrolled, so the accumulators have constant indices).
 // Other dims (heads, batch) are a third block dim. Tails are guarded. Plain parameters,
-// printable and parseable like matmul_schedule, with a default per shape.
+// printable and parseable through their table like matmul_schedule, with a default per shape.
 #include <string>
 #include <string_view>
 #include <Halide.h>
 #include "matmul_schedule.hpp"
+#include "parameter_table.hpp"
 
 namespace attn::gen {
 
@@ -17,10 +18,12 @@ struct matmul_gpu_schedule {
   int cols = 4;        // columns per thread (adjacent)
   int rows = 4;        // rows per thread
 
+  // Each parameter's name, range and place in the text; at most 1024 threads per block.
+  static const parameter_table<matmul_gpu_schedule>& parameters();
   // "threads_x=16 threads_y=16 cols=4 rows=4"
   std::string to_string() const;
-  // The inverse; missing keys keep their defaults. Throws std::invalid_argument naming a bad key
-  // or value (also for more than 1024 threads per block).
+  // The inverse; missing parameters keep their defaults. Throws std::invalid_argument naming the
+  // parameter, the value given and what is allowed (parameter_table.hpp).
   static matmul_gpu_schedule parse(std::string_view text);
 
   bool operator==(const matmul_gpu_schedule&) const = default;

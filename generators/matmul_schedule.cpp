@@ -1,9 +1,6 @@
 #include "matmul_schedule.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <sstream>
-#include <stdexcept>
 #include "fuse_loops.hpp"
 #include "panels.hpp"
 
@@ -13,31 +10,16 @@ using namespace Halide;
 
 namespace {
 
-struct field {
-  std::string_view key;
-  int matmul_schedule::*value;
-  int min;
+using S = matmul_schedule;
+constexpr parameter<S> parameters[] = {
+    number<&S::vector_width>("vector_width", 1),
+    number<&S::vectors>("vectors", 1),
+    number<&S::rows>("rows", 1),
+    number<&S::k_block>("k_block", 0),
+    number<&S::col_block>("col_block", 0),
+    choice<&S::parallel>("parallel", on_off),
 };
-constexpr field fields[] = {{"vector_width", &matmul_schedule::vector_width, 1},
-                            {"vectors", &matmul_schedule::vectors, 1},
-                            {"rows", &matmul_schedule::rows, 1},
-                            {"k_block", &matmul_schedule::k_block, 0},
-                            {"col_block", &matmul_schedule::col_block, 0}};
-
-void check(const matmul_schedule& s) {
-  for (const field& f : fields)
-    if (s.*f.value < f.min)
-      throw std::invalid_argument("matmul_schedule: " + std::string(f.key) + " = " + std::to_string(s.*f.value) +
-                                  ", expected at least " + std::to_string(f.min));
-}
-
-int parse_int(std::string_view key, std::string_view text) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc{} || end != text.data() + text.size())
-    throw std::invalid_argument("matmul_schedule: " + std::string(key) + " = '" + std::string(text) + "' is not an integer");
-  return v;
-}
+constexpr parameter_table<S> table{"matmul schedule", parameters};
 
 // Vector registers the tile's accumulators, operand vectors and broadcast share.
 int vector_registers(const Target& t) {
@@ -47,36 +29,11 @@ int vector_registers(const Target& t) {
 
 }  // namespace
 
-std::string matmul_schedule::to_string() const {
-  std::ostringstream s;
-  for (const field& f : fields) s << f.key << '=' << this->*f.value << ' ';
-  s << "parallel=" << (parallel ? 1 : 0);
-  return s.str();
-}
+const parameter_table<matmul_schedule>& matmul_schedule::parameters() { return table; }
 
-matmul_schedule matmul_schedule::parse(std::string_view text) {
-  matmul_schedule s;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t end = std::min(text.find_first_of(" ,", at), text.size());
-    const std::string_view item = text.substr(at, end - at);
-    at = end + 1;
-    if (item.empty()) continue;
-    const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos)
-      throw std::invalid_argument("matmul_schedule: '" + std::string(item) + "' is not key=value");
-    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "parallel") {
-      s.parallel = parse_int(key, value) != 0;
-      continue;
-    }
-    const field* f = std::find_if(std::begin(fields), std::end(fields), [&](const field& x) { return x.key == key; });
-    if (f == std::end(fields)) throw std::invalid_argument("matmul_schedule: unknown key '" + std::string(key) + "'");
-    s.*f->value = parse_int(key, value);
-  }
-  check(s);
-  return s;
-}
+std::string matmul_schedule::to_string() const { return table.print(*this); }
+
+matmul_schedule matmul_schedule::parse(std::string_view text) { return table.parse(text, {}); }
 
 matmul_shape shape_of(const lowered::stage& product) {
   matmul_shape s;
@@ -210,7 +167,7 @@ void register_tile(Func f, const Var& n, const Var* m, RVar k, const matmul_sche
 }  // namespace
 
 Func apply_matmul_schedule(const lowered::stage& product, const matmul_schedule& s) {
-  check(s);
+  table.check(s);
   Func acc = product.func;
   const std::vector<Var>& v = product.vars;
   if (v.empty() || !product.reduction.defined()) {  // a scalar: nothing to tile

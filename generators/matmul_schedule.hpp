@@ -1,7 +1,7 @@
 #pragma once
 // The CPU schedule of one product stage, f(n, m, ...) += a(k, m) · b(n, k): register-blocked,
-// vectorised, parallel. A plain parameter struct (printable, parseable: the tuner searches it,
-// a database stores it), a default per shape and target, and the function that applies it.
+// vectorised, parallel. A plain parameter struct (printable, parseable through its table: a tuner
+// can search it, a database store it), a default per shape and target, and the function that applies it.
 //
 // Loop nest (innermost last; V = vector_width, W = vectors · V):
 //   parallel for each outer index (heads, batch, fused)
@@ -26,6 +26,7 @@
 #include <string_view>
 #include <Halide.h>
 #include "lower.hpp"
+#include "parameter_table.hpp"
 
 namespace attn::gen {
 
@@ -37,10 +38,13 @@ struct matmul_schedule {
   int col_block = 0;      // columns per pass over all row blocks (b's block stays in L2); 0: all. Not with k_block
   bool parallel = true;   // row blocks (fused with heads and batch) run in parallel
 
+  // Each parameter's name, range and place in the text (parameter_table.hpp).
+  static const parameter_table<matmul_schedule>& parameters();
   // "vector_width=16 vectors=2 rows=12 k_block=0 col_block=0 parallel=1"
   std::string to_string() const;
-  // The inverse of to_string; keys in any order, separated by spaces or commas, missing keys keep
-  // their defaults. Throws std::invalid_argument naming a bad key or value.
+  // The inverse of to_string; parameters in any order, separated by spaces or commas, missing ones
+  // keep their defaults. Throws std::invalid_argument naming the parameter, the value given and
+  // what is allowed.
   static matmul_schedule parse(std::string_view text);
 
   bool operator==(const matmul_schedule&) const = default;

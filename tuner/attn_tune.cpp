@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <set>
-#include <sstream>
 #include <CLI/CLI.hpp>
 #include <Halide.h>
 #include <nlohmann/json.hpp>
@@ -79,28 +77,19 @@ std::string check_budget(const std::string& text) {
   return {};
 }
 
-// Parameter names and whole numbers (whether the values fit together depends on the kernel's
-// default, and is reported per candidate), or "auto=" and an autoscheduler's name.
+// Parameters of the fused CPU schedule and values each allows (whether the values fit together
+// depends on the kernel's default, and is reported per candidate), or "auto=" and an
+// autoscheduler's name.
 std::string check_schedule(const std::string& text) {
-  if (text.starts_with("auto=")) {
-    try {
+  try {
+    if (text.starts_with("auto=")) {
       attn::gen::autoscheduler_of(text);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
+    } else {
+      attn::gen::flash_schedule s;
+      attn::gen::flash_schedule::parameters().read(text, s);
     }
-    return {};
-  }
-  std::set<std::string> known;
-  std::istringstream defaults(attn::gen::to_string(attn::gen::flash_schedule{})), given(text);
-  for (std::string item; defaults >> item;) known.insert(item.substr(0, item.find('=')));
-  for (std::string item; given >> item;) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || !known.contains(item.substr(0, eq)))
-      return "unknown parameter '" + item.substr(0, eq) + "' (known: " + attn::gen::to_string(attn::gen::flash_schedule{}) + ")";
-    int value = 0;
-    const char* first = item.data() + eq + 1;
-    const auto [end, error] = std::from_chars(first, item.data() + item.size(), value);
-    if (error != std::errc() || end != item.data() + item.size() || end == first) return "'" + item + "': the value must be a whole number";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
   }
   return {};
 }

@@ -2,38 +2,110 @@
 
 #include <algorithm>
 #include <bit>
+#include <stdexcept>
+#include <string_view>
 
 namespace attn::tune {
 
 namespace {
 
+using gen::flash_gpu_schedule;
 using gen::flash_schedule;
 
 struct axis {
-  int flash_schedule::*member;
+  std::string_view parameter;   // its name in the schedule's table
   std::vector<int> grid, fine;  // the grid's values; the refinement's finer scale
 };
 
-const std::vector<axis>& axes() {
+const std::vector<axis>& cpu_axes() {
   static const std::vector<axis> a{
-      {&flash_schedule::q_tile, {12, 24, 48, 96}, {6, 12, 18, 24, 30, 36, 48, 60, 72, 96, 120, 144, 192}},
-      {&flash_schedule::kv_tile, {64, 128, 192, 256, 384, 512}, {32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024}},
-      {&flash_schedule::partial_tile, {0, 64}, {0, 16, 32, 64, 128}},
-      {&flash_schedule::q_unroll, {3, 4, 6, 8}, {2, 3, 4, 5, 6, 7, 8}},
-      {&flash_schedule::kv_vectors, {2, 3, 4}, {1, 2, 3, 4, 5}},
-      {&flash_schedule::pv_keys, {0, 32, 64}, {0, 16, 32, 64, 128}},
-      {&flash_schedule::stage_kv, {0, 1}, {0, 1}},
-      {&flash_schedule::row_block, {0, 6, 8, 12}, {0, 3, 4, 6, 8, 12, 16, 24}},
-      {&flash_schedule::pv_rows, {0, 3}, {0, 1, 2, 3, 4, 6}},
+      {"q_tile", {12, 24, 48, 96}, {6, 12, 18, 24, 30, 36, 48, 60, 72, 96, 120, 144, 192}},
+      {"kv_tile", {64, 128, 192, 256, 384, 512}, {32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024}},
+      {"partial_tile", {0, 64}, {0, 16, 32, 64, 128}},
+      {"q_unroll", {3, 4, 6, 8}, {2, 3, 4, 5, 6, 7, 8}},
+      {"kv_vectors", {2, 3, 4}, {1, 2, 3, 4, 5}},
+      {"pv_keys", {0, 32, 64}, {0, 16, 32, 64, 128}},
+      {"stage_kv", {0, 1}, {0, 1}},
+      {"row_block", {0, 6, 8, 12}, {0, 3, 4, 6, 8, 12, 16, 24}},
+      {"pv_rows", {0, 3}, {0, 1, 2, 3, 4, 6}},
   };
   return a;
+}
+
+const std::vector<axis>& gpu_axes() {
+  static const std::vector<axis> a{
+      {"shared", {0, 1}, {0, 1}},
+      {"q_tile", {4, 8, 16, 32, 64, 128}, {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}},
+      {"kv_tile", {16, 32, 64, 128}, {8, 16, 24, 32, 48, 64, 96, 128, 256}},
+      {"threads", {4, 8, 16, 32}, {1, 2, 4, 8, 16, 32, 64}},
+      {"stage_k", {0, 1}, {0, 1}},
+      {"stage_v", {0, 1}, {0, 1}},
+      {"unroll", {0, 1}, {0, 1}},
+  };
+  return a;
+}
+
+template <class S>
+const gen::parameter<S>& parameter_of(const axis& ax) {
+  const gen::parameter<S>* p = S::parameters().find(ax.parameter);
+  if (p == nullptr) throw std::logic_error("search space: the schedule has no parameter " + std::string(ax.parameter));
+  return *p;
+}
+
+// The cartesian product of the axes' grids over `start`, one axis at a time; the plausible ones.
+template <class S>
+std::vector<S> grid_of(const std::vector<axis>& axes, const S& start, const attention_sizes& a) {
+  std::vector<S> out{start};
+  for (const axis& ax : axes) {
+    const gen::parameter<S>& p = parameter_of<S>(ax);
+    std::vector<S> next;
+    for (const S& s : out)
+      for (int v : ax.grid) {
+        S t = s;
+        p.set(t, v);
+        next.push_back(t);
+      }
+    out = std::move(next);
+  }
+  std::erase_if(out, [&](const S& s) { return !plausible(s, a); });
+  return out;
+}
+
+template <class S>
+std::vector<S> neighbours_of(const std::vector<axis>& axes, const S& s, const attention_sizes& a) {
+  std::vector<S> out;
+  for (const axis& ax : axes) {
+    const gen::parameter<S>& p = parameter_of<S>(ax);
+    const int v = p.get(s);
+    // The nearest finer-scale values below and above v (v itself may be off the scale).
+    auto above = std::upper_bound(ax.fine.begin(), ax.fine.end(), v);
+    auto below = std::lower_bound(ax.fine.begin(), ax.fine.end(), v);
+    std::vector<int> near;
+    if (above != ax.fine.end()) near.push_back(*above);
+    if (below != ax.fine.begin()) near.push_back(*std::prev(below));
+    for (int n : near) {
+      S t = s;
+      p.set(t, n);
+      if (plausible(t, a) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+// n rounded up to a power of two; unknown (0): no bound.
+std::int64_t ceil2(std::int64_t n) { return n > 0 ? std::int64_t(std::bit_ceil(std::uint64_t(n))) : std::int64_t(1) << 40; }
+
+template <class S>
+std::vector<std::string> texts(const std::vector<S>& schedules) {
+  std::vector<std::string> t;
+  for (const S& s : schedules) t.push_back(to_string(s));
+  return t;
 }
 
 }  // namespace
 
 bool plausible(const flash_schedule& s, const attention_sizes& a) {
   const int budget = gen::register_budget(a.vector);
-  const auto ceil2 = [](std::int64_t n) { return n > 0 ? std::int64_t(std::bit_ceil(std::uint64_t(n))) : std::int64_t(1) << 40; };
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
   // The P·V tile as the schedule builds it: pv_rows rows of V's row, or of a part of it that fits.
   return s.vector == a.vector && s.q_unroll * s.kv_vectors <= budget && pv_rows * gen::pv_tile_vectors(s, a.dv) <= budget &&
@@ -45,39 +117,36 @@ bool plausible(const flash_schedule& s, const attention_sizes& a) {
 }
 
 std::vector<flash_schedule> pruned_grid(const attention_sizes& a) {
-  std::vector<flash_schedule> out{flash_schedule{}};
-  out.front().vector = a.vector;
-  for (const axis& ax : axes()) {  // the cartesian product, one axis at a time
-    std::vector<flash_schedule> next;
-    for (const flash_schedule& s : out)
-      for (int v : ax.grid) {
-        flash_schedule t = s;
-        t.*ax.member = v;
-        next.push_back(t);
-      }
-    out = std::move(next);
-  }
-  std::erase_if(out, [&](const flash_schedule& s) { return !plausible(s, a); });
-  return out;
+  flash_schedule start;
+  start.vector = a.vector;
+  return grid_of(cpu_axes(), start, a);
 }
 
-std::vector<flash_schedule> neighbours(const flash_schedule& s, const attention_sizes& a) {
-  std::vector<flash_schedule> out;
-  for (const axis& ax : axes()) {
-    const int v = s.*ax.member;
-    // The nearest finer-scale values below and above v (v itself may be off the scale).
-    auto above = std::upper_bound(ax.fine.begin(), ax.fine.end(), v);
-    auto below = std::lower_bound(ax.fine.begin(), ax.fine.end(), v);
-    std::vector<int> near;
-    if (above != ax.fine.end()) near.push_back(*above);
-    if (below != ax.fine.begin()) near.push_back(*std::prev(below));
-    for (int n : near) {
-      flash_schedule t = s;
-      t.*ax.member = n;
-      if (plausible(t, a) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-    }
-  }
-  return out;
+std::vector<flash_schedule> neighbours(const flash_schedule& s, const attention_sizes& a) { return neighbours_of(cpu_axes(), s, a); }
+
+bool plausible(const flash_gpu_schedule& s, const attention_sizes& a) {
+  constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
+  const flash_gpu_schedule unused;                 // the values of parameters a variant does not use
+  const bool per_thread = s.shared == gen::flash_gpu_variant::per_thread;
+  const int block = per_thread ? s.q_tile : s.threads * s.q_tile;
+  const std::int64_t width = a.dv > 0 ? a.dv : 128;
+  const bool canonical = per_thread ? s.stage_k == unused.stage_k && s.stage_v == unused.stage_v && (!s.unroll || a.dv > 0)
+                                    : s.unroll == unused.unroll && gen::shared_bytes(s, width, width) <= shared_limit;
+  return canonical && block >= 32 && block <= 1024 && s.threads * s.q_tile <= 1024 && s.kv_tile % s.threads == 0 &&
+         s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 32) && s.q_tile <= std::max<std::int64_t>(ceil2(a.nq), 32);
+}
+
+std::vector<flash_gpu_schedule> pruned_gpu_grid(const attention_sizes& a) { return grid_of(gpu_axes(), flash_gpu_schedule{}, a); }
+
+std::vector<flash_gpu_schedule> neighbours(const flash_gpu_schedule& s, const attention_sizes& a) {
+  return neighbours_of(gpu_axes(), s, a);
+}
+
+std::vector<std::string> search_space::grid() const { return gpu_ ? texts(pruned_gpu_grid(sizes_)) : texts(pruned_grid(sizes_)); }
+
+std::vector<std::string> search_space::neighbours(const std::string& schedule) const {
+  if (gpu_) return texts(tune::neighbours(gen::parse_flash_gpu_schedule(schedule, {}), sizes_));
+  return texts(tune::neighbours(gen::parse_flash_schedule(schedule, {}), sizes_));
 }
 
 }  // namespace attn::tune

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <Halide.h>
 #include "dsl/printer.hpp"
 #include "generators/attention_pattern.hpp"
 #include "compile_in_child.hpp"
@@ -43,10 +44,9 @@ std::int64_t size_of(const ir::dim& d, const dim_sizes& sizes) {
   return it == sizes.end() ? 0 : it->second;
 }
 
-// The search's view of the (first) attention: its sizes and the target's vector width.
-attention_sizes sizes_for_search(const ir::graph& g, const dim_sizes& sizes, int vector) {
+// The search's view of the (first) attention: its sizes.
+attention_sizes sizes_for_search(const ir::graph& g, const dim_sizes& sizes) {
   attention_sizes a;
-  a.vector = vector;
   const std::vector<gen::attention_match> found = gen::find_attention(g);
   if (found.empty()) return a;
   const ir::node& w = g.at(found.front().weights);
@@ -93,15 +93,14 @@ class search {
     std::vector<std::pair<std::string, std::string>> queue;  // (schedule, origin)
     for (const std::string& a : o_.autoschedulers) queue.emplace_back("auto=" + a, a);
     for (const std::string& given : o_.schedules) queue.emplace_back(given, "given");
-    const attention_sizes a = sizes_for_search(g_, o_.sizes, gen::parse_flash_schedule(def.schedule, {}).vector);
+    const search_space space = space_of(r.target, def.schedule);
     if (o_.search) {
       // The default's one-step neighbours first: where it is nearly right (most cases), that is
       // where the gains are; then the grid, for what lies far from it.
-      for (const gen::flash_schedule& n : neighbours(gen::parse_flash_schedule(def.schedule, {}), a))
-        queue.emplace_back(gen::to_string(n), "refine");
-      std::vector<gen::flash_schedule> grid = pruned_grid(a);
+      for (const std::string& n : space.neighbours(def.schedule)) queue.emplace_back(n, "refine");
+      std::vector<std::string> grid = space.grid();
       std::shuffle(grid.begin(), grid.end(), std::mt19937(o_.seed));
-      for (const gen::flash_schedule& s : grid) queue.emplace_back(gen::to_string(s), "grid");
+      for (const std::string& s : grid) queue.emplace_back(s, "grid");
     }
     r.planned = 1 + queue.size();
     const std::size_t before_grid = o_.autoschedulers.size() + o_.schedules.size();
@@ -115,7 +114,7 @@ class search {
       if (i > before_grid && elapsed() > grid_end) break;
       evaluate(queue[i], r);
     }
-    if (o_.search) refine(a, r);
+    if (o_.search) refine(space, r);
     for (candidate& c : r.candidates)
       if (c.status == outcome::skipped && c.message.empty()) c.message = "time budget";
     retime_leaders(r);
@@ -137,15 +136,24 @@ class search {
 
   double best_seconds(std::size_t i) const { return medians_.at(i); }
 
+  // The fused schedule's search space on the target (spelled in full): the GPU schedule's on a GPU
+  // target, else the CPU's at the default's vector width.
+  search_space space_of(const std::string& target, const std::string& default_schedule) const {
+    attention_sizes a = sizes_for_search(g_, o_.sizes);
+    const bool gpu = Halide::Target(target).has_gpu_feature();
+    if (!gpu) a.vector = gen::parse_flash_schedule(default_schedule, {}).vector;
+    return search_space(gpu, a);
+  }
+
   // Neighbours of the current best few, until nothing new is left or time runs out.
-  void refine(const attention_sizes& a, tune_result& r) {
+  void refine(const search_space& space, tune_result& r) {
     while (!out_of_time()) {
       std::vector<std::string> next;
       for (std::size_t i : ranking(r, std::size_t(o_.leaders))) {
         const std::string& s = r.candidates[i].schedule;
         if (s.starts_with("auto=")) continue;
-        for (const gen::flash_schedule& n : neighbours(gen::parse_flash_schedule(s, {}), a))
-          if (!tried_.contains(gen::to_string(n))) next.push_back(gen::to_string(n));
+        for (const std::string& n : space.neighbours(s))
+          if (!tried_.contains(n)) next.push_back(n);
       }
       if (next.empty()) return;
       r.planned += next.size();

@@ -1,6 +1,7 @@
 #pragma once
-// The tuner: searches the fused kernel's schedule parameters (and, if asked, Halide's
-// autoschedulers) for one expression at concrete sizes on one target, within a time budget.
+// The tuner: searches the fused kernel's schedule parameters (the CPU schedule's, or the GPU
+// schedule's on a GPU target; and, if asked, Halide's autoschedulers) for one expression at
+// concrete sizes on one target, within a time budget.
 //   1. the default schedule (always a candidate: the result is never slower in these measurements);
 //   2. each autoscheduler asked for, within its share of the budget (a search or compile past it
 //      is stopped: compile_in_child.hpp), then each schedule given;
@@ -46,7 +47,7 @@ enum class outcome { ok, compile_failed, run_failed, wrong, skipped, timed_out }
 const char* to_string(outcome o);
 
 struct candidate {
-  std::string schedule;   // flash_schedule text or "auto=<name>"
+  std::string schedule;   // fused schedule text (flash_schedule or flash_gpu_schedule) or "auto=<name>"
   std::string origin;     // "default", "grid", "refine", or the autoscheduler's name
   outcome status = outcome::skipped;
   std::string message;    // why it failed
