@@ -2,7 +2,7 @@
 // cache named by ATTN_CACHE_DIR and writes its output's bytes to argv[1].
 #include <cstdio>
 #include <fstream>
-#include "disk_cache_kernel.hpp"
+#include "support/disk_cache_kernel.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

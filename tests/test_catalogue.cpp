@@ -12,9 +12,9 @@
 #include <random>
 #include <string>
 #include "dsl/dsl.hpp"
-#include "random_schedule.hpp"
-#include "reference.hpp"
 #include "runtime/jit.hpp"
+#include "support/random_schedule.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

@@ -26,10 +26,11 @@
 #include <tuple>
 #include <vector>
 
-#include "disk_cache_kernel.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/limits.hpp"
 #include "runtime/private_temp_dir.hpp"
+#include "support/disk_cache_kernel.hpp"
+#include "support/scoped_env.hpp"
 
 extern char** environ;
 
@@ -419,13 +420,11 @@ BOOST_AUTO_TEST_CASE(links_fifos_and_huge_files_are_rejected_without_reading, *f
 
 BOOST_AUTO_TEST_CASE(a_missing_tmpdir_changes_nothing) {
   fresh_cache c;
-  const char* old = std::getenv("TMPDIR");
-  const std::string saved = old ? old : "";
-  setenv("TMPDIR", (c.temp.path() / "no_such_folder").c_str(), 1);
-  BOOST_TEST(run() == jit_result());
-  BOOST_TEST(run() == jit_result());
-  if (old) setenv("TMPDIR", saved.c_str(), 1);
-  else unsetenv("TMPDIR");
+  {
+    const attn::ref::scoped_env tmpdir("TMPDIR", (c.temp.path() / "no_such_folder").c_str());
+    BOOST_TEST(run() == jit_result());
+    BOOST_TEST(run() == jit_result());
+  }
   BOOST_TEST(c.entries().size() == 1u);
   BOOST_TEST(taken_reports().empty());
 }

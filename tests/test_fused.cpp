@@ -2,7 +2,7 @@
 // generic lowering on shapes that are not multiples of any tile, for every mask and modifier, and
 // its numerics follow the rules of generators/nonfinite.hpp.
 //
-// Tolerance: ref::compare (tests/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor.
+// Tolerance: ref::compare (tests/support/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor.
 // Each kernel runs with the default schedule and with small, odd tiles, so that 1000 keys span
 // many full and partial tiles and every tail (queries and keys) is exercised.
 #define BOOST_TEST_MODULE fused
@@ -22,10 +22,11 @@
 #include <vector>
 
 #include "generators/flash_schedule.hpp"
-#include "guarded_tensor.hpp"
 #include "runtime/jit.hpp"
-#include "random_schedule.hpp"
-#include "reference.hpp"
+#include "support/guarded_tensor.hpp"
+#include "support/head_tensors.hpp"
+#include "support/random_schedule.hpp"
+#include "support/reference.hpp"
 
 // ctest runs this program as two tests that each core can take (tests/CMakeLists.txt): the test
 // cases with this label, then the others.
@@ -73,38 +74,25 @@ struct variant {
   mod_fn mod;    // empty: no modifier
 };
 
-// Head h of batch item b of a (B, H, N, Dh) tensor, as a matrix (N, Dh).
-template <class Acc>
-mat<Acc> head_of(const tensor<float>& t, index b, index h) {
-  const index n = t.size(1 + 1), d = t.size(3);
-  mat<Acc> m(n, d);
-  const float* p = t.data() + ((b * heads + h) * n) * d;
-  for (index i = 0; i < n * d; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<Acc>(p[i]);
-  return m;
-}
-
 // The reference output of batch item b, heads stacked along the rows: (H·N_Q, Dh).
 template <class Acc>
-mat<Acc> reference(const tensor<float>& tq, const tensor<float>& tk, const tensor<float>& tv, index b, index len, const variant& c) {
-  const index nq = tq.size(2);
+mat<Acc> reference(const ref::qkv& in, index b, index len, const variant& c) {
+  const index nq = in.q.size(2);
   mat<Acc> out(heads * nq, width);
   for (index h = 0; h < heads; ++h) {
     ref::mask_pred keep;
     if (c.keep) keep = [&, len](index i, index j, index hh) { return c.keep(i, j, hh, len); };
     ref::score_mod<Acc> mod;
     if (c.mod) mod = [&](Acc x, index i, index j, index hh) { return static_cast<Acc>(c.mod(static_cast<double>(x), i, j, hh)); };
-    const auto r = ref::scaled_dot_product(head_of<Acc>(tq, b, h), head_of<Acc>(tk, b, h), head_of<Acc>(tv, b, h),
-                                           ref::inv_sqrt(width), keep, mod, h);
-    for (index i = 0; i < nq * width; ++i) out.a[static_cast<std::size_t>(h * nq * width + i)] = r.output.a[static_cast<std::size_t>(i)];
+    const auto r = ref::scaled_dot_product(ref::head_of<Acc>(in.q, b, h), ref::head_of<Acc>(in.k, b, h),
+                                           ref::head_of<Acc>(in.v, b, h), ref::inv_sqrt(width), keep, mod, h);
+    ref::place_head(out, h, r.output);
   }
   return out;
 }
 
-tensor<std::int32_t> lengths_for(index batch, index nk) {
-  tensor<std::int32_t> l({batch});
-  for (index b = 0; b < batch; ++b) l.data()[b] = static_cast<std::int32_t>(b % 2 == 0 ? (nk + 1) / 2 : nk);
-  return l;
-}
+// Even batch items keep the first half of the keys, odd ones all.
+tensor<std::int32_t> lengths_for(index batch, index nk) { return ref::key_lengths(batch, {(nk + 1) / 2, nk}); }
 
 // Runs kernel `kern` on random inputs of every size and compares with the reference.
 template <class K>
@@ -113,19 +101,17 @@ void expect_reference(const K& kern, const variant& c, const std::string& what,
   std::mt19937 rng(11);
   for (const auto& [nq, nk] : at) {
     const index batch = nq == 3 || nq == 33 || nq == 257 ? 3 : 1;
-    const tensor<float> tq = ref::random_tensor({batch, heads, nq, width}, rng, 2.0f);
-    const tensor<float> tk = ref::random_tensor({batch, heads, nk, width}, rng, 2.0f);
-    const tensor<float> tv = ref::random_tensor({batch, heads, nk, width}, rng);
+    const ref::qkv in = ref::random_qkv(batch, heads, nq, nk, width, rng);
     const tensor<std::int32_t> lens = lengths_for(batch, nk);
     tensor<float> out;
-    if constexpr (K::arity == 4) out = kern(tq, tk, tv, lens);
-    else out = kern(tq, tk, tv);
+    if constexpr (K::arity == 4) out = kern(in.q, in.k, in.v, lens);
+    else out = kern(in.q, in.k, in.v);
     BOOST_REQUIRE(out.sizes() == (std::vector<index>{batch, heads, nq, width}));
     // The same call with every tensor against an inaccessible page, after its end and before its
     // start: an access outside a tensor faults (past an ordinary buffer it reads garbage, silently).
     for (const ref::guard side : {ref::guard::after, ref::guard::before}) {
       const tensor<float> unwritten(out.sizes(), std::numeric_limits<float>::quiet_NaN());
-      const ref::guarded_tensor<float> gq(tq, side), gk(tk, side), gv(tv, side), gout(unwritten, side);
+      const ref::guarded_tensor<float> gq(in.q, side), gk(in.k, side), gv(in.v, side), gout(unwritten, side);
       const ref::guarded_tensor<std::int32_t> glens(lens, side);
       std::vector<attn::tensor_view> inputs{gq.view(), gk.view(), gv.view()};
       if constexpr (K::arity == 4) inputs.push_back(glens.view());
@@ -136,7 +122,7 @@ void expect_reference(const K& kern, const variant& c, const std::string& what,
     for (index b = 0; b < batch; ++b) {
       const index len = K::arity == 4 ? lens.data()[b] : nk;
       const ref::comparison cmp = ref::compare(out.data() + b * heads * nq * width, heads * nq * width,
-                                               reference<double>(tq, tk, tv, b, len, c), reference<float>(tq, tk, tv, b, len, c));
+                                               reference<double>(in, b, len, c), reference<float>(in, b, len, c));
       BOOST_CHECK_MESSAGE(cmp.ok, what << " N_Q=" << nq << " N_K=" << nk << " item " << b << ": " << cmp.describe());
     }
   }
@@ -283,12 +269,11 @@ BOOST_AUTO_TEST_CASE(a_mask_past_floats_exact_integers_never_skips_a_kept_tile) 
   const auto e = attention(mask(s, kv_idx * c <= q_idx * c - 1.0f || kv_idx == 0));
   std::mt19937 rng(5);
   const ref::index n = 300;
-  const tensor<float> tq = ref::random_tensor({1, heads, n, width}, rng, 2.0f), tk = ref::random_tensor({1, heads, n, width}, rng, 2.0f),
-                      tv = ref::random_tensor({1, heads, n, width}, rng);
-  const tensor<float> want = attn::jit(e, {.path = attn::lowering::generic})(tq, tk, tv);
+  const ref::qkv in = ref::random_qkv(1, heads, n, n, width, rng);
+  const tensor<float> want = attn::jit(e, {.path = attn::lowering::generic})(in.q, in.k, in.v);
   for (const std::string schedule : {"q_tile=1 q_unroll=1", "q_tile=5 q_unroll=1", "q_tile=9 q_unroll=1", "default"}) {
     const std::string tiles = schedule == "default" ? "" : schedule + " kv_tile=8 partial_tile=8 kv_vectors=1 vector=8";
-    const tensor<float> got = attn::jit(e, {.schedule = tiles})(tq, tk, tv);
+    const tensor<float> got = attn::jit(e, {.schedule = tiles})(in.q, in.k, in.v);
     double worst = 0;
     for (std::size_t i = 0; i < got.values().size(); ++i) worst = std::max(worst, double(std::fabs(got.values()[i] - want.values()[i])));
     BOOST_TEST(worst < 1e-5, schedule << ": fused and generic differ by " << worst);
@@ -475,21 +460,11 @@ std::vector<std::pair<std::string, tensor<float>>> every_path(const E& e, const 
           {"with weights", attn::jit(e, {.with_weights = true}).run(t...).output}};
 }
 
-struct qkv {
-  tensor<float> q, k, v;
-  explicit qkv(index n, unsigned seed = 3) {
-    std::mt19937 rng(seed);
-    q = ref::random_tensor({1, heads, n, width}, rng, 2.0f);
-    k = ref::random_tensor({1, heads, n, width}, rng, 2.0f);
-    v = ref::random_tensor({1, heads, n, width}, rng);
-  }
-  // Sets token j (all heads, all features) of t to x.
-  static void poison(tensor<float>& t, index j, float x) {
-    const index n = t.size(2);
-    for (index h = 0; h < heads; ++h)
-      for (index d = 0; d < width; ++d) t.data()[(h * n + j) * width + d] = x;
-  }
-};
+// Queries, keys and values of n tokens, one batch item.
+ref::qkv tokens(index n) {
+  std::mt19937 rng(3);
+  return ref::random_qkv(1, heads, n, n, width, rng);
+}
 
 // Row i of head h of a (1, H, N, width) output.
 const float* row(const tensor<float>& t, index h, index i) { return t.data() + (h * t.size(2) + i) * width; }
@@ -502,7 +477,7 @@ bool row_is(const tensor<float>& t, index h, index i, const std::function<bool(f
 
 BOOST_AUTO_TEST_CASE(rows_without_a_kept_key_are_zero, *first_half) {
   // Masks that are false everywhere, even when the optimiser can see it, and -inf scores.
-  const qkv in(40);
+  const ref::qkv in = tokens(40);
   auto zero = [](float x) { return x == 0.0f; };
   for (auto& [path, out] : every_path(attention(sliding_window(s, 0)), in.q, in.k, in.v))
     BOOST_TEST(std::all_of(out.values().begin(), out.values().end(), zero), "sliding_window(s, 0), " << path);
@@ -522,7 +497,7 @@ BOOST_AUTO_TEST_CASE(rows_without_a_kept_key_are_zero, *first_half) {
 
 BOOST_AUTO_TEST_CASE(minus_infinity_scores_are_masked_keys) {
   // A modifier that writes -inf for key 3 equals the mask that removes key 3.
-  const qkv in(37);
+  const ref::qkv in = tokens(37);
   const auto masked = attn::jit(attention(mask(s, kv_idx != 3)))(in.q, in.k, in.v);
   for (auto& [path, out] : every_path(attention(modify(s, select(kv_idx == 3, minus_infinity, score))), in.q, in.k, in.v))
     BOOST_TEST(ref::max_abs_difference(out.data(), masked.data(), out.values().size()) <= 1e-6, path);
@@ -530,11 +505,11 @@ BOOST_AUTO_TEST_CASE(minus_infinity_scores_are_masked_keys) {
 
 BOOST_AUTO_TEST_CASE(excluded_keys_and_values_have_no_influence) {
   // Key padding: keys at or past len hold NaN and inf (garbage in a padded batch).
-  const qkv clean(70);
-  qkv dirty = clean;
+  const ref::qkv clean = tokens(70);
+  ref::qkv dirty = clean;
   for (ref::index j = 30; j < 70; ++j) {
-    qkv::poison(dirty.k, j, j % 2 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity());
-    qkv::poison(dirty.v, j, j % 3 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity());
+    ref::set_token(dirty.k, j, j % 2 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity());
+    ref::set_token(dirty.v, j, j % 3 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity());
   }
   tensor<std::int32_t> len({1});
   len.data()[0] = 30;
@@ -560,9 +535,9 @@ BOOST_AUTO_TEST_CASE(partial_tiles_check_values_once_per_call) {
 template <class E>
 void check_nan_token_reaches_only_the_rows_that_see_it(const E& e, const std::string& name) {
   // Causal: token 20's NaN may reach rows 20.. (they attend to it), never rows 0..19.
-  const qkv clean(45);
-  qkv dirty = clean;
-  for (tensor<float>* t : {&dirty.q, &dirty.k, &dirty.v}) qkv::poison(*t, 20, std::numeric_limits<float>::quiet_NaN());
+  const ref::qkv clean = tokens(45);
+  ref::qkv dirty = clean;
+  for (tensor<float>* t : {&dirty.q, &dirty.k, &dirty.v}) ref::set_token(*t, 20, std::numeric_limits<float>::quiet_NaN());
   auto want = every_path(e, clean.q, clean.k, clean.v);
   auto got = every_path(e, dirty.q, dirty.k, dirty.v);
   for (auto& [path, out] : got) path = name + ", " + path;
@@ -587,7 +562,7 @@ BOOST_AUTO_TEST_CASE(a_nan_token_reaches_only_the_rows_that_see_it) {
 BOOST_AUTO_TEST_CASE(overflowing_scores_give_nan_not_a_plausible_number) {
   // q·k overflows float: keys alternate in sign, so every row has a +inf or NaN score and is
   // NaN (never a quiet 0). (A row whose every score is -inf would be a row without kept keys: 0.)
-  qkv in(24);
+  ref::qkv in = tokens(24);
   for (float& x : in.q.values()) x = x > 0 ? 1e20f : -1e20f;
   for (ref::index i = 0; i < static_cast<ref::index>(in.k.values().size()); ++i)
     in.k.values()[static_cast<std::size_t>(i)] = (i / width) % 2 ? -1e20f : 1e20f;

@@ -5,7 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <algorithm>
 #include <cmath>
-#include "lesson_runner.hpp"
+#include "support/lesson_runner.hpp"
 
 using attn::ref::mat;
 using lessons::matrix;

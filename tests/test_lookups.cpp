@@ -10,8 +10,8 @@
 #include <random>
 #include <string>
 #include "dsl/dsl.hpp"
-#include "reference.hpp"
 #include "runtime/jit.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // (ref::log_sum_exp_rows) on sizes that are not multiples of any tile, with and without masks,
 // several heads, batches; both paths agree; asking for it without exactly one softmax is an error.
 //
-// Tolerance: ref::compare (tests/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor
+// Tolerance: ref::compare (tests/support/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor
 // (relative to the largest |lse|).
 #define BOOST_TEST_MODULE lse
 #include <boost/test/unit_test.hpp>
@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "runtime/jit.hpp"
-#include "reference.hpp"
+#include "support/head_tensors.hpp"
+#include "support/reference.hpp"
 
 namespace {
 
@@ -48,38 +49,24 @@ const std::vector<std::string> schedules = {"default", "q_tile=7 kv_tile=48 part
 // keep(q, kv, len): len is the batch item's key length.
 using keep_fn = std::function<bool(index q, index kv, index len)>;
 
-template <class Acc>
-mat<Acc> head_of(const tensor<float>& t, index b, index h) {
-  const index n = t.size(2), d = t.size(3);
-  mat<Acc> m(n, d);
-  const float* p = t.data() + ((b * heads + h) * n) * d;
-  for (index i = 0; i < n * d; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<Acc>(p[i]);
-  return m;
-}
-
 // The reference of batch item b, heads stacked along the rows: output (H·N_Q, Dh), lse (H·N_Q, 1).
 template <class Acc>
-ref::result<Acc> reference(const tensor<float>& tq, const tensor<float>& tk, const tensor<float>& tv, index b, index len,
-                           const keep_fn& keep) {
-  const index nq = tq.size(2);
+ref::result<Acc> reference(const ref::qkv& in, index b, index len, const keep_fn& keep) {
+  const index nq = in.q.size(2);
   ref::result<Acc> out{mat<Acc>(heads * nq, width), {}, mat<Acc>(heads * nq, 1)};
   for (index h = 0; h < heads; ++h) {
     ref::mask_pred pred;
     if (keep) pred = [&, len](index i, index j, index) { return keep(i, j, len); };
-    const auto r = ref::scaled_dot_product(head_of<Acc>(tq, b, h), head_of<Acc>(tk, b, h), head_of<Acc>(tv, b, h),
-                                           ref::inv_sqrt(width), pred, {}, h);
-    for (index i = 0; i < nq * width; ++i) out.output.a[static_cast<std::size_t>(h * nq * width + i)] = r.output.a[static_cast<std::size_t>(i)];
-    for (index i = 0; i < nq; ++i) out.lse(h * nq + i, 0) = r.lse(i, 0);
+    const auto r = ref::scaled_dot_product(ref::head_of<Acc>(in.q, b, h), ref::head_of<Acc>(in.k, b, h),
+                                           ref::head_of<Acc>(in.v, b, h), ref::inv_sqrt(width), pred, {}, h);
+    ref::place_head(out.output, h, r.output);
+    ref::place_head(out.lse, h, r.lse);
   }
   return out;
 }
 
 // Item 0 keeps about half the keys, item 1 all, item 2 none (every row fully masked).
-tensor<std::int32_t> lengths_for(index batch, index nk) {
-  tensor<std::int32_t> l({batch});
-  for (index b = 0; b < batch; ++b) l.data()[b] = static_cast<std::int32_t>(b % 3 == 0 ? (nk + 1) / 2 : b % 3 == 1 ? nk : 0);
-  return l;
-}
+tensor<std::int32_t> lengths_for(index batch, index nk) { return ref::key_lengths(batch, {(nk + 1) / 2, nk, 0}); }
 
 // Runs `kern` (compiled with_lse) on random inputs of every size; checks output and lse against
 // the reference, and returns every lse it computed (to compare paths).
@@ -89,18 +76,16 @@ std::vector<tensor<float>> expect_reference(const K& kern, const keep_fn& keep, 
   std::vector<tensor<float>> all;
   for (const auto& [nq, nk] : sizes) {
     const index batch = nq == 33 || nq == 257 ? 3 : 1;
-    const tensor<float> tq = ref::random_tensor({batch, heads, nq, width}, rng, 2.0f);
-    const tensor<float> tk = ref::random_tensor({batch, heads, nk, width}, rng, 2.0f);
-    const tensor<float> tv = ref::random_tensor({batch, heads, nk, width}, rng);
+    const ref::qkv in = ref::random_qkv(batch, heads, nq, nk, width, rng);
     const tensor<std::int32_t> lens = lengths_for(batch, nk);
     attn::outputs out;
-    if constexpr (K::arity == 4) out = kern.run(tq, tk, tv, lens);
-    else out = kern.run(tq, tk, tv);
+    if constexpr (K::arity == 4) out = kern.run(in.q, in.k, in.v, lens);
+    else out = kern.run(in.q, in.k, in.v);
     BOOST_REQUIRE(out.lse.sizes() == (std::vector<index>{batch, heads, nq}));
     for (index b = 0; b < batch; ++b) {
       const index len = K::arity == 4 ? lens.data()[b] : nk;
-      const auto want = reference<double>(tq, tk, tv, b, len, keep);
-      const auto naive = reference<float>(tq, tk, tv, b, len, keep);
+      const auto want = reference<double>(in, b, len, keep);
+      const auto naive = reference<float>(in, b, len, keep);
       const std::string at = what + " N_Q=" + std::to_string(nq) + " N_K=" + std::to_string(nk) + " item " + std::to_string(b);
       const ref::comparison lse = ref::compare(out.lse.data() + b * heads * nq, heads * nq, want.lse, naive.lse);
       BOOST_CHECK_MESSAGE(lse.ok, at << " lse: " << lse.describe());
@@ -151,11 +136,10 @@ BOOST_AUTO_TEST_CASE(rows_without_a_kept_key_are_minus_infinity) {
   // Rows q >= N - 9 see no key (kv > q + 9 never holds); the others some. Both paths.
   std::mt19937 rng(3);
   const ref::index n = 40;
-  const tensor<float> tq = ref::random_tensor({1, heads, n, width}, rng, 2.0f), tk = ref::random_tensor({1, heads, n, width}, rng, 2.0f),
-                      tv = ref::random_tensor({1, heads, n, width}, rng);
+  const ref::qkv in = ref::random_qkv(1, heads, n, n, width, rng);
   const auto e = attention(mask(s, kv_idx > q_idx + 9));
   for (auto path : {attn::lowering::automatic, attn::lowering::generic}) {
-    const attn::outputs out = attn::jit(e, {.with_lse = true, .path = path}).run(tq, tk, tv);
+    const attn::outputs out = attn::jit(e, {.with_lse = true, .path = path}).run(in.q, in.k, in.v);
     for (ref::index h = 0; h < heads; ++h)
       for (ref::index i = 0; i < n; ++i) {
         const float x = out.lse.data()[h * n + i];
@@ -167,17 +151,16 @@ BOOST_AUTO_TEST_CASE(rows_without_a_kept_key_are_minus_infinity) {
 
 BOOST_AUTO_TEST_CASE(lse_does_not_change_the_output) {
   std::mt19937 rng(5);
-  const tensor<float> tq = ref::random_tensor({2, heads, 100, width}, rng, 2.0f), tk = ref::random_tensor({2, heads, 77, width}, rng, 2.0f),
-                      tv = ref::random_tensor({2, heads, 77, width}, rng);
+  const ref::qkv in = ref::random_qkv(2, heads, 100, 77, width, rng);
   const auto e = attention(causal(s));
   for (auto path : {attn::lowering::automatic, attn::lowering::generic}) {
-    const tensor<float> plain = attn::jit(e, {.path = path})(tq, tk, tv);
-    const attn::outputs with = attn::jit(e, {.with_lse = true, .path = path}).run(tq, tk, tv);
+    const tensor<float> plain = attn::jit(e, {.path = path})(in.q, in.k, in.v);
+    const attn::outputs with = attn::jit(e, {.with_lse = true, .path = path}).run(in.q, in.k, in.v);
     BOOST_TEST(ref::max_abs_difference(plain.data(), with.output.data(), static_cast<ref::index>(plain.values().size())) == 0.0);
   }
   // With the weights too (generic): output, weights and lse in one call.
-  const attn::outputs all = attn::jit(e, {.with_weights = true, .with_lse = true}).run(tq, tk, tv);
-  const attn::outputs lse = attn::jit(e, {.with_lse = true, .path = attn::lowering::generic}).run(tq, tk, tv);
+  const attn::outputs all = attn::jit(e, {.with_weights = true, .with_lse = true}).run(in.q, in.k, in.v);
+  const attn::outputs lse = attn::jit(e, {.with_lse = true, .path = attn::lowering::generic}).run(in.q, in.k, in.v);
   BOOST_TEST(all.weights.sizes() == (std::vector<ref::index>{2, heads, 100, 77}));
   BOOST_TEST(ref::max_abs_difference(all.lse.data(), lse.lse.data(), static_cast<ref::index>(lse.lse.values().size())) == 0.0);
 }

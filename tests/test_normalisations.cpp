@@ -5,7 +5,7 @@
 // (ref::attend_unnormalised) over sizes that are not multiples of any tile, several heads, batches,
 // causal and key-padding masks.
 //
-// Tolerance: ref::compare (tests/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor.
+// Tolerance: ref::compare (tests/support/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor.
 #define BOOST_TEST_MODULE normalisations
 #include <boost/test/unit_test.hpp>
 
@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "runtime/jit.hpp"
-#include "reference.hpp"
+#include "support/head_tensors.hpp"
+#include "support/reference.hpp"
 
 namespace {
 
@@ -53,56 +54,41 @@ struct variant {
   keep_fn keep;  // empty: keep all
 };
 
-template <class Acc>
-mat<Acc> head_of(const tensor<float>& t, idx_t b, idx_t h) {
-  const idx_t n = t.size(2), d = t.size(3);
-  mat<Acc> m(n, d);
-  const float* p = t.data() + ((b * heads + h) * n) * d;
-  for (idx_t i = 0; i < n * d; ++i) m.a[static_cast<std::size_t>(i)] = static_cast<Acc>(p[i]);
-  return m;
-}
-
 // The reference output of batch item b, heads stacked along the rows: (H·N_Q, Dh).
 template <class Acc>
-mat<Acc> reference(const tensor<float>& tq, const tensor<float>& tk, const tensor<float>& tv, idx_t b, idx_t len, const variant& c) {
-  const idx_t nq = tq.size(2), nk = tk.size(2);
+mat<Acc> reference(const ref::qkv& in, idx_t b, idx_t len, const variant& c) {
+  const idx_t nq = in.q.size(2), nk = in.k.size(2);
   mat<Acc> out(heads * nq, width);
   for (idx_t h = 0; h < heads; ++h) {
-    mat<Acc> scores = ref::matmul(head_of<Acc>(tq, b, h), ref::transpose(head_of<Acc>(tk, b, h)));
+    mat<Acc> scores = ref::matmul(ref::head_of<Acc>(in.q, b, h), ref::transpose(ref::head_of<Acc>(in.k, b, h)));
     for (Acc& x : scores.a) x *= static_cast<Acc>(ref::inv_sqrt(width));
     ref::mask_pred keep;
     if (c.keep) keep = [&, len](idx_t i, idx_t j, idx_t) { return c.keep(i, j, len); };
     const std::function<Acc(Acc)> f = [&](Acc x) { return static_cast<Acc>(c.weight(static_cast<double>(x), nk)); };
-    const auto r = ref::attend_unnormalised(scores, head_of<Acc>(tv, b, h), f, keep, {}, h);
-    for (idx_t i = 0; i < nq * width; ++i) out.a[static_cast<std::size_t>(h * nq * width + i)] = r.output.a[static_cast<std::size_t>(i)];
+    const auto r = ref::attend_unnormalised(scores, ref::head_of<Acc>(in.v, b, h), f, keep, {}, h);
+    ref::place_head(out, h, r.output);
   }
   return out;
 }
 
 // Item 0 keeps about half the keys, item 1 all, item 2 none (its output is 0).
-tensor<std::int32_t> lengths_for(idx_t batch, idx_t nk) {
-  tensor<std::int32_t> l({batch});
-  for (idx_t b = 0; b < batch; ++b) l.data()[b] = static_cast<std::int32_t>(b % 3 == 0 ? (nk + 1) / 2 : b % 3 == 1 ? nk : 0);
-  return l;
-}
+tensor<std::int32_t> lengths_for(idx_t batch, idx_t nk) { return ref::key_lengths(batch, {(nk + 1) / 2, nk, 0}); }
 
 template <class K>
 void expect_reference(const K& kern, const variant& c, const std::string& what) {
   std::mt19937 rng(13);
   for (const auto& [nq, nk] : sizes) {
     const idx_t batch = nq == 33 || nq == 257 ? 3 : 1;
-    const tensor<float> tq = ref::random_tensor({batch, heads, nq, width}, rng, 2.0f);
-    const tensor<float> tk = ref::random_tensor({batch, heads, nk, width}, rng, 2.0f);
-    const tensor<float> tv = ref::random_tensor({batch, heads, nk, width}, rng);
+    const ref::qkv in = ref::random_qkv(batch, heads, nq, nk, width, rng);
     const tensor<std::int32_t> lens = lengths_for(batch, nk);
     tensor<float> out;
-    if constexpr (K::arity == 4) out = kern(tq, tk, tv, lens);
-    else out = kern(tq, tk, tv);
+    if constexpr (K::arity == 4) out = kern(in.q, in.k, in.v, lens);
+    else out = kern(in.q, in.k, in.v);
     BOOST_REQUIRE(out.sizes() == (std::vector<idx_t>{batch, heads, nq, width}));
     for (idx_t b = 0; b < batch; ++b) {
       const idx_t len = K::arity == 4 ? lens.data()[b] : nk;
       const ref::comparison cmp = ref::compare(out.data() + b * heads * nq * width, heads * nq * width,
-                                               reference<double>(tq, tk, tv, b, len, c), reference<float>(tq, tk, tv, b, len, c));
+                                               reference<double>(in, b, len, c), reference<float>(in, b, len, c));
       BOOST_CHECK_MESSAGE(cmp.ok, what << " N_Q=" << nq << " N_K=" << nk << " item " << b << ": " << cmp.describe());
     }
   }
@@ -162,12 +148,10 @@ BOOST_AUTO_TEST_CASE(masked_keys_and_values_have_no_influence) {
   const tensor<float> tq = ref::random_tensor({1, heads, n, width}, rng), clean_k = ref::random_tensor({1, heads, n, width}, rng),
                       clean_v = ref::random_tensor({1, heads, n, width}, rng);
   tensor<float> dirty_k = clean_k, dirty_v = clean_v;
-  for (idx_t h = 0; h < heads; ++h)
-    for (idx_t j = 30; j < n; ++j)
-      for (idx_t d = 0; d < width; ++d) {
-        dirty_k.data()[(h * n + j) * width + d] = j % 2 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-        dirty_v.data()[(h * n + j) * width + d] = j % 3 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
-      }
+  for (idx_t j = 30; j < n; ++j) {
+    ref::set_token(dirty_k, j, j % 2 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity());
+    ref::set_token(dirty_v, j, j % 3 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity());
+  }
   tensor<std::int32_t> len({1});
   len.data()[0] = 30;
   const auto e = variants::sigmoid_attention(key_padding(s, lengths<"len">), v);

@@ -1,6 +1,6 @@
 // Properties every attention kernel must have, whatever its schedule: weights are distributions,
 // causality, fully masked rows, large logits, strided memory, batching, threads, the JIT cache.
-// Comparisons with the reference use the rule of reference.hpp (ref::compare): kernel error at
+// Comparisons with the reference use the rule of support/reference.hpp (ref::compare): kernel error at
 // most 2 × the naive float error + 1e-6 · max(1, max |reference|). Properties that compare the
 // kernel with itself (strides, batching, causality) expect the same arithmetic and allow 1e-6.
 #define BOOST_TEST_MODULE properties
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "runtime/jit.hpp"
-#include "reference.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Every named variant of the seeds, and every mask and score modifier, JIT-compiled and compared
-// with the independent reference in reference.hpp on random inputs over many shapes.
+// with the independent reference in support/reference.hpp on random inputs over many shapes.
 //
 // Call order (kernel::parameters()): inputs, then weights, then lengths, each by first appearance.
 //
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "runtime/jit.hpp"
-#include "reference.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 // Tolerance: both are float computations of the same sums in another order (other key tiles,
 // other online-softmax rescalings), so they differ by rounding: about √n·ε·max|v| for n keys,
 // 4e-6 at n = 4096, ε = 6e-8 — the default's own error against the double reference is of the same
-// order (tests/reference.hpp's rule allows twice a naive float implementation's). The tolerance,
+// order (tests/support/reference.hpp's rule allows twice a naive float implementation's). The tolerance,
 // 3e-5·max(1, max|reference|), leaves an 8× margin over that while still catching one key of
 // 4096 dropped or counted twice (which moves an output by ~1/4096 = 2.4e-4 of the values' range).
 // NaN must be NaN at the same places (the kernels' non-finite rules are part of the result).

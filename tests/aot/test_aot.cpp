@@ -26,9 +26,9 @@
 #endif
 #include "generators/aot/kernel_buffer.hpp"
 #include "generators/aot/named_variants.hpp"
-#include "reference.hpp"
 #include "registered_kernel.hpp"
 #include "runtime/jit.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

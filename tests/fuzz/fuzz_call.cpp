@@ -2,7 +2,7 @@
 // weights, and fused (flash) without. Each input picks one and calls it with fuzzed shapes,
 // batch, strides, memory layouts, lengths and finite values. The promise checked:
 //   - a valid call gives the double reference's result, within the tests' tolerance rule
-//     (tests/reference.hpp: at most 2x the naive float error plus a small floor);
+//     (tests/support/reference.hpp: at most 2x the naive float error plus a small floor);
 //   - an invalid call (one mutation, chosen by the input) throws a typed attn error
 //     (shape_error, dtype_error, argument_error) and leaves the output buffers untouched.
 // Anything else aborts: a finding. Built with clang -fsanitize=fuzzer (scripts/fuzz.sh) and, as
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "../reference.hpp"
 #include "runtime/jit.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

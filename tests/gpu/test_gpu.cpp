@@ -2,7 +2,7 @@
 // this file builds this program twice: test_opencl, kernels for host-opencl, run on whatever
 // OpenCL platform is installed, PoCL on a machine without a GPU; test_cuda, kernels for
 // host-cuda-cuda_capability_80, run on an NVIDIA GPU) and compared with the double reference
-// (tests/reference.hpp) under the suite's tolerance rule. The program links no libHalide (the JIT
+// (tests/support/reference.hpp) under the suite's tolerance rule. The program links no libHalide (the JIT
 // and PoCL in one process can clash over LLVM): only the kernels' libraries, which carry Halide's
 // runtime. Covers the fused GPU schedule in its per-thread variant, shared=0 (full, causal,
 // sliding window, ALiBi, softcap with the log-sum-exp, sigmoid attention: softmax-free; tails:
@@ -28,7 +28,7 @@
 
 #include "gpu_kernels.h"  // the kernels of this API, as gpu::NAME (gpu_kernels.h.in)
 #include "generators/aot/kernel_buffer.hpp"
-#include "reference.hpp"
+#include "support/reference.hpp"
 
 namespace {
 

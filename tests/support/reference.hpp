@@ -404,6 +404,15 @@ inline comparison compare(const float* got, index n, const mat<double>& referenc
   return c;
 }
 
+// A kernel's output for variants::simplified(x, x) (self-attention without projections) on an
+// unbatched x (T, D), compared with the double reference and the naive float one.
+inline comparison compare_simplified_self(const tensor<float>& got, const tensor<float>& x) {
+  if (got.values().size() != x.values().size()) throw std::invalid_argument("ref::compare_simplified_self: sizes differ");
+  const mat<double> r = simplified(item<double>(x, 0, 2), item<double>(x, 0, 2)).output;
+  const mat<float> f = simplified(item<float>(x, 0, 2), item<float>(x, 0, 2)).output;
+  return compare(got.data(), r.size(), r, f);
+}
+
 // Largest |a - b| between two float arrays (for "same result" properties); NaN gives +inf.
 inline double max_abs_difference(const float* x, const float* y, index n) {
   double e = 0;
