@@ -29,19 +29,20 @@
 #include "runtime/tuned_schedule.hpp"
 #include "runtime/tuning_db.hpp"
 #include "runtime/tuning_key.hpp"
+#include "support/error_checks.hpp"
+#include "support/scoped_env.hpp"
+#include "support/text_file.hpp"
+#include "support/tuning_kernel.hpp"
 
 namespace {
 
 using namespace attn::dsl;
 namespace fs = std::filesystem;
-
-constexpr auto T = dim<"T">;
-constexpr auto H = head_dim<"H", 2>;
-constexpr auto Dh = dim<"Dh", 16>;
-constexpr auto q = input<"q">(H, T, Dh);
-constexpr auto k = input<"k">(H, T, Dh);
-constexpr auto v = input<"v">(H, T, Dh);
-constexpr auto causal_attention = combine(softmax(causal(scaled_scores(q, k))), v);
+using attn::ref::read_text;
+using attn::ref::scoped_env;
+using attn::ref::write_text;
+using tuning_test::causal_attention;
+using tuning_test::T;
 
 attn::tuning_record record(const std::string& signature, const std::string& bucket, const std::string& schedule,
                            const std::string& target = "x86-64-linux-avx2") {
@@ -60,29 +61,7 @@ attn::tuning_record record(const std::string& signature, const std::string& buck
   return r;
 }
 
-void write_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 std::size_t count_lines(const std::string& s) { return std::size_t(std::count(s.begin(), s.end(), '\n')); }
-
-// Sets an environment variable for a scope; restores the value it had.
-struct scoped_env {
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~scoped_env() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // What this process writes to stderr (std::cerr is unbuffered) while it exists.
 class stderr_capture {
@@ -331,11 +310,7 @@ BOOST_AUTO_TEST_CASE(only_regular_files_of_bounded_size_are_read_or_replaced) {
   BOOST_TEST(fs::file_size(sparse) == std::uintmax_t(100) << 30);
   BOOST_TEST(fs::is_symlink(link));
   BOOST_TEST(read_text(good) == good_text);
-  try {
-    attn::write_tuning_records(folder, {});
-  } catch (const attn::error& e) {
-    BOOST_TEST(std::string(e.what()).find("is a directory") != std::string::npos, e.what());
-  }
+  BOOST_CHECK_EXCEPTION(attn::write_tuning_records(folder, {}), attn::error, attn::ref::message_has<attn::error>({"is a directory"}));
 }
 
 BOOST_AUTO_TEST_CASE(the_lock_is_private_and_never_followed) {
