@@ -93,7 +93,7 @@ std::string header_text(const ir::graph& g, const options& o, const Halide::Targ
   const std::size_t at = text.find(ifndef), eol = text.find('\n', at);
   const std::size_t end = text.rfind("#endif");
   if (at == std::string::npos || eol == std::string::npos || end == std::string::npos || end < eol)
-    throw compile_error("Halide's header for '" + o.name + "' has no include guard");
+    throw internal_error("Halide's header for '" + o.name + "' has no include guard");
   const std::string guard = text.substr(at + ifndef.size(), eol - at - ifndef.size());
   text.insert(end, detail::aot_entry_declarations(o.name) + "\n");
   for (std::size_t p = text.find(guard); p != std::string::npos; p = text.find(guard, p)) text.replace(p, guard.size(), "ATTNFORGE_KERNEL_" + o.name + "_H");
@@ -225,6 +225,10 @@ files generate(const ir::graph& g, const options& o) {
     results.emplace_back(header, out.header);  // last: the header is the sign that the library is complete
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
+  } catch (const std::invalid_argument&) {  // a schedule that does not fit this kernel: the caller's
+    throw;
+  } catch (const std::logic_error& e) {  // a broken invariant of the lowering
+    throw internal_error(e.what());
   }
   for (const auto& [staged, final_path] : results) fs::rename(staged, final_path);
   return out;

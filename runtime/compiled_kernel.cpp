@@ -139,6 +139,8 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     throw compile_error(std::string("Halide: ") + e.what());
   } catch (const std::invalid_argument& e) {  // an autoscheduler without sizes
     throw compile_error(e.what());
+  } catch (const std::logic_error& e) {  // a broken invariant of the lowering
+    throw internal_error(e.what());
   }
   if (p->arguments.size() + 2 >= call_table.size()) throw compile_error("too many tensors for one kernel");
   return p;

@@ -1,5 +1,6 @@
 #pragma once
 // Typed run-time errors. Messages name the tensor, the dim, what was expected and what was given.
+// Every error but internal_error is the caller's to correct: a tensor, an option, a target, a file.
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,13 @@ struct compile_error : error {
 // address in one buffer.
 struct memory_error : error {
   using error::error;
+};
+// A broken invariant inside attnforge, not a mistake of the caller's: a bug in attnforge, please
+// report it (the message says so). The lowering (generators/, below the runtime) reports such a
+// break as std::logic_error; attn::jit and attn::aot::generate turn it into this error.
+struct internal_error : error {
+  explicit internal_error(const std::string& what)
+      : error("attnforge internal error: " + what + " (a bug in attnforge, please report it)") {}
 };
 
 }  // namespace attn
