@@ -66,10 +66,7 @@ namespace detail {
 constexpr std::string_view step_label(const ir::graph& g, const ir::node& n) {
   using ir::op;
   switch (n.kind) {
-    case op::matmul: {
-      constexpr std::string_view labels[] = {"matmul", "project", "combine"};
-      return labels[n.param];
-    }
+    case op::matmul: return ir::product_name(n);
     case op::mul:
       for (int a : n.args)
         if (g.at(a).shape.empty()) return "scale";

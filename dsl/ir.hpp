@@ -3,7 +3,9 @@
 // Built at compile time or run time from an expression type (to_ir.hpp); everything below
 // the DSL (printer, cost model, lowering to Halide, the JIT cache key) reads only this.
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +32,84 @@ enum class op {
   split_heads, concat_heads, unsqueeze,
   repeat_heads,  // (.., G, T, D) -> (.., H, T, D): query head h reads group h / (H / G) (GQA, MQA)
   gather,        // args: a tensor, then one scalar index per dim (clamped to the edges)
+  last = gather,  // the last op: op_table below has a row for each op up to here
 };
+
+// What the layers below the DSL know about an op, said once: one row per op, in the enum's order
+// (checked below). Whatever else an op comes to need everywhere (how it differentiates) is a
+// field here, so that a new op is one row and its rules, not a hunt for every list of ops.
+struct op_traits {
+  op kind;
+  std::string_view name;      // in printed expressions, the cost table, Func names and the cache key
+  bool leaf = false;          // no arguments: a tensor, a constant, a dim's size, a placeholder
+  bool terminal = false;      // a tensor the caller passes
+  bool elementwise = false;   // each element from its operands' elements at the same index (broadcast)
+  bool materialised = false;  // the generic lowering computes it into a buffer of its own
+  bool normalises = false;    // normalises its operand over the last axis (softmax): attention weights
+};
+
+inline constexpr op_traits op_table[] = {
+    {.kind = op::input, .name = "input", .leaf = true, .terminal = true},
+    {.kind = op::weight, .name = "weight", .leaf = true, .terminal = true},
+    {.kind = op::int_input, .name = "int_input", .leaf = true, .terminal = true},
+    {.kind = op::constant, .name = "constant", .leaf = true},
+    {.kind = op::dim_value, .name = "dim_value", .leaf = true},
+    {.kind = op::placeholder, .name = "placeholder", .leaf = true},
+    {.kind = op::matmul, .name = "matmul", .materialised = true},
+    {.kind = op::transpose, .name = "transpose", .materialised = true},
+    {.kind = op::softmax, .name = "softmax", .materialised = true, .normalises = true},
+    {.kind = op::neg, .name = "neg", .elementwise = true},
+    {.kind = op::tanh, .name = "tanh", .elementwise = true},
+    {.kind = op::exp, .name = "exp", .elementwise = true},
+    {.kind = op::log, .name = "log", .elementwise = true},
+    {.kind = op::abs, .name = "abs", .elementwise = true},
+    {.kind = op::sqrt, .name = "sqrt", .elementwise = true},
+    {.kind = op::rsqrt, .name = "rsqrt", .elementwise = true},
+    {.kind = op::sigmoid, .name = "sigmoid", .elementwise = true},
+    {.kind = op::relu, .name = "relu", .elementwise = true},
+    {.kind = op::logical_not, .name = "not", .elementwise = true},
+    {.kind = op::add, .name = "add", .elementwise = true},
+    {.kind = op::sub, .name = "sub", .elementwise = true},
+    {.kind = op::mul, .name = "mul", .elementwise = true},
+    {.kind = op::div, .name = "div", .elementwise = true},
+    {.kind = op::mod, .name = "mod", .elementwise = true},
+    {.kind = op::floor_div, .name = "floor_div", .elementwise = true},
+    {.kind = op::minimum, .name = "min", .elementwise = true},
+    {.kind = op::maximum, .name = "max", .elementwise = true},
+    {.kind = op::lt, .name = "lt", .elementwise = true},
+    {.kind = op::le, .name = "le", .elementwise = true},
+    {.kind = op::gt, .name = "gt", .elementwise = true},
+    {.kind = op::ge, .name = "ge", .elementwise = true},
+    {.kind = op::eq, .name = "eq", .elementwise = true},
+    {.kind = op::ne, .name = "ne", .elementwise = true},
+    {.kind = op::logical_and, .name = "and", .elementwise = true},
+    {.kind = op::logical_or, .name = "or", .elementwise = true},
+    {.kind = op::select, .name = "select", .elementwise = true},
+    {.kind = op::mask, .name = "mask", .elementwise = true},
+    {.kind = op::modify, .name = "modify", .elementwise = true},
+    {.kind = op::split_heads, .name = "split_heads"},
+    {.kind = op::concat_heads, .name = "concat_heads"},
+    {.kind = op::unsqueeze, .name = "unsqueeze"},
+    {.kind = op::repeat_heads, .name = "repeat_heads"},
+    {.kind = op::gather, .name = "gather"},
+};
+
+static_assert(std::size(op_table) == static_cast<std::size_t>(op::last) + 1, "ir::op_table: one row per ir::op");
+static_assert(
+    [] {
+      for (std::size_t k = 0; k < std::size(op_table); ++k)
+        if (op_table[k].kind != static_cast<op>(k)) return false;
+      return true;
+    }(),
+    "ir::op_table: the rows are in the order of enum ir::op");
+
+constexpr const op_traits& traits(op k) { return op_table[static_cast<std::size_t>(k)]; }
+constexpr std::string_view op_name(op k) { return traits(k).name; }
+constexpr bool is_leaf(op k) { return traits(k).leaf; }
+constexpr bool is_terminal(op k) { return traits(k).terminal; }
+constexpr bool is_elementwise(op k) { return traits(k).elementwise; }
+constexpr bool is_materialised(op k) { return traits(k).materialised; }
+constexpr bool normalises(op k) { return traits(k).normalises; }
 
 enum class placeholder { score, q_idx, kv_idx, head };
 
@@ -66,10 +145,10 @@ struct graph {
   constexpr const node& output() const { return at(root); }
 };
 
-constexpr bool is_terminal(op k) { return k == op::input || k == op::weight || k == op::int_input; }
-
-constexpr bool is_elementwise(op k) {
-  return (k >= op::neg && k <= op::select) || k == op::mask || k == op::modify;
+// A matmul's product_kind, as it reads to a human and in the cost table.
+constexpr std::string_view product_name(const node& matmul) {
+  constexpr std::string_view names[] = {"matmul", "project", "combine"};
+  return names[matmul.param];
 }
 
 // Number of elements of a shape, when every dim is static (0 otherwise).
@@ -79,13 +158,26 @@ constexpr std::int64_t static_elements(const std::vector<dim>& s) {
   return n;
 }
 
-constexpr std::string_view op_name(op k) {
-  constexpr std::string_view names[] = {
-      "input", "weight", "int_input", "constant", "dim_value", "placeholder", "matmul", "transpose",
-      "softmax", "neg", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "sigmoid", "relu", "not", "add", "sub", "mul", "div", "mod", "floor_div",
-      "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "select", "mask", "modify",
-      "split_heads", "concat_heads", "unsqueeze", "repeat_heads", "gather"};
-  return names[static_cast<int>(k)];
+// The nodes that normalise their operand (softmax), children first.
+constexpr std::vector<int> normalising_nodes(const graph& g) {
+  std::vector<int> found;
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+    if (normalises(g.at(i).kind)) found.push_back(i);
+  return found;
+}
+
+// The attention weights an expression returns (with_weights): its outermost normalisation, the
+// last in node order; -1 if it has none. With a log-sum-exp there is exactly one (the caller checks).
+constexpr int weights_softmax(const graph& g) {
+  for (int i = static_cast<int>(g.nodes.size()) - 1; i >= 0; --i)
+    if (normalises(g.at(i).kind)) return i;
+  return -1;
+}
+
+// Does n span the same last two dims as `pair` (an attention's weights: its queries and keys)?
+constexpr bool spans_pair_of(const node& n, const node& pair) {
+  const std::size_t r = n.shape.size(), rp = pair.shape.size();
+  return r >= 2 && rp >= 2 && n.shape[r - 2].name == pair.shape[rp - 2].name && n.shape[r - 1].name == pair.shape[rp - 1].name;
 }
 
 // A constant exactly: the shortest text that reads back as the same double (1e-07, not 0.000000).

@@ -133,12 +133,8 @@ inline std::string to_dot(const ir::graph& g) {
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::node& n = g.nodes[i];
     std::string label = ir::is_terminal(n.kind) || n.kind == ir::op::dim_value ? std::string(n.name) : detail::print(g, int(i)).text;
-    if (!ir::is_terminal(n.kind) && n.kind != ir::op::constant && n.kind != ir::op::placeholder && n.kind != ir::op::dim_value)
-      label = std::string(ir::op_name(n.kind));
-    if (n.kind == ir::op::matmul) {
-      constexpr const char* kinds[] = {"matmul", "project", "combine"};
-      label = kinds[n.param];
-    }
+    if (!ir::is_leaf(n.kind)) label = std::string(ir::op_name(n.kind));
+    if (n.kind == ir::op::matmul) label = std::string(ir::product_name(n));
     std::string escaped;
     for (char c : label + "\\n" + detail::shape_text(n.shape)) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
     const char* style = ir::is_terminal(n.kind) ? ", style=filled, fillcolor=\"#cde4f5\"" : "";

@@ -11,13 +11,6 @@ int consumers(const ir::graph& g, int node) {
   return n;
 }
 
-// Does node n span the same (queries, keys) as `w`: its last two dims are w's?
-bool pairwise_like(const ir::graph& g, int n, const ir::node& w) {
-  const auto& s = g.at(n).shape;
-  const std::size_t r = s.size(), rw = w.shape.size();
-  return r >= 2 && s[r - 2].name == w.shape[rw - 2].name && s[r - 1].name == w.shape[rw - 1].name;
-}
-
 // f(S) for softmax-free attention: below `i`, through elementwise nodes only (a mask or modifier's
 // function excepted: it is evaluated per score), some product spans (Nq, Nk), and no softmax does.
 // `found`: a pairwise product was reached.
@@ -25,7 +18,7 @@ bool elementwise_over_pairwise(const ir::graph& g, int i, const ir::node& w, boo
   const ir::node& n = g.at(i);
   if (n.kind == ir::op::softmax) return false;
   if (n.kind == ir::op::matmul) {
-    found = found || pairwise_like(g, i, w);
+    found = found || ir::spans_pair_of(n, w);
     return true;
   }
   if (!ir::is_elementwise(n.kind)) return true;  // leaves, layout (split heads, unsqueeze), transposes
@@ -49,7 +42,7 @@ std::vector<int> masks_on_the_score_path(const ir::graph& g, int weights) {
     }
     int next = -1, count = 0;
     for (int a : n.args)
-      if (pairwise_like(g, a, w)) next = a, ++count;
+      if (ir::spans_pair_of(g.at(a), w)) next = a, ++count;
     if (count != 1) break;
     i = next;
   }
@@ -84,6 +77,10 @@ std::vector<attention_match> find_attention(const ir::graph& g) {
     found.push_back(attention_match{i, -1, w, v, masks_on_the_score_path(g, w), w});
   }
   return found;
+}
+
+bool computed_per_tile(const ir::node& n, const ir::node& weights) {
+  return ir::is_materialised(n.kind) && ir::spans_pair_of(n, weights);
 }
 
 std::string to_string(const ir::graph& g, const attention_match& m) {

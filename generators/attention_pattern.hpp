@@ -29,6 +29,11 @@ struct attention_match {
 // softmax inside.
 std::vector<attention_match> find_attention(const ir::graph& g);
 
+// Does the fused lowering of an attention with these weights compute node n tile by tile, one
+// copy per use, instead of in a buffer of its own? Those of its materialised nodes (ir::op_traits)
+// that span the weights' (queries, keys): Q·Kᵀ, and the weights themselves.
+bool computed_per_tile(const ir::node& n, const ir::node& weights);
+
 // The match as math, e.g. "softmax(mask(modify(score)))·V", "f(mask(score))·V" (for describe()).
 std::string to_string(const ir::graph& g, const attention_match& m);
 

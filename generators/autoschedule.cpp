@@ -82,14 +82,12 @@ void autoschedule(Halide::Pipeline& p, const lowered& l, const ir::graph& g, con
   Halide::Func output = l.output;
   const std::vector<Halide::Var> args = output.args();
   for (std::size_t i = 0; i < args.size() && i < out.size(); ++i) output.set_estimate(args[i], 0, int(out[i]));
-  if (l.lse.defined())  // the softmax's rows: its extents without the key axis (innermost)
-    for (const ir::node& n : g.nodes)
-      if (n.kind == ir::op::softmax) {
-        const std::vector<std::int64_t> rows = halide_extents(n, bound, l.lse_batched);
-        Halide::Func lse = l.lse;
-        const std::vector<Halide::Var> lse_args = lse.args();
-        for (std::size_t i = 0; i < lse_args.size() && i + 1 < rows.size(); ++i) lse.set_estimate(lse_args[i], 0, int(rows[i + 1]));
-      }
+  if (l.lse.defined()) {  // the softmax's rows: its extents without the key axis (innermost)
+    const std::vector<std::int64_t> rows = halide_extents(g.at(ir::weights_softmax(g)), bound, l.lse_batched);
+    Halide::Func lse = l.lse;
+    const std::vector<Halide::Var> lse_args = lse.args();
+    for (std::size_t i = 0; i < lse_args.size() && i + 1 < rows.size(); ++i) lse.set_estimate(lse_args[i], 0, int(rows[i + 1]));
+  }
   load_once(name);
   const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
   // Li2018 and Mullapudi2016 read "parallelism"; Adams2019 too (its cost model is built in).

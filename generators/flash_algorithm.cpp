@@ -206,7 +206,7 @@ class builder {
   // a static size and read no key past the last, so the products' inner loops carry no guards
   // (2-3x faster than reading each key clamped). Keys fewer than a tile: known when compiling, keys
   // past the last are read at the last one (read_key); known at the call only, the tile starts
-  // at key 0 and reads past the last key (inputs are read clamped, lower.cpp; Kᵀ's storage is
+  // at key 0 and reads past the last key (inputs are read clamped, fused_lowering.cpp; Kᵀ's storage is
   // padded, flash_cpu_schedule), the scores there masked. Full tiles lie inside the keys; from an
   // origin the same clamp (a no-op there) keeps bounds inference near them.
   Expr own_first_key(const flash_step& st) const { return origin_ + f_.t * st.tile; }
@@ -227,7 +227,7 @@ class builder {
     const std::string kind = step + p_.suffix;
     const int v = f_.vector;
     // Whole tiles, past the last row. Rows past the last query are computed from the last row
-    // (the per-tile products read their left operand inside it, lower.cpp) and never stored.
+    // (the per-tile products read their left operand inside it, fused_lowering.cpp) and never stored.
     // Full tiles lie inside the keys (mask_bounds.hpp); partial ones see first_key.
     const Expr q = f_.qt * f_.q_rows + f_.qi;
     const Expr kv = first_key(st, partial) + f_.kvi;

@@ -1,15 +1,18 @@
 #pragma once
 // ir::graph -> a Halide pipeline. Generic over expressions: each IR op has one lowering rule,
-// and nothing here knows about a named variant.
+// and nothing here knows about a named variant. The parts: generic_lowering.hpp (the rule of
+// each op), fused_lowering.hpp (attention handed to the fused algorithm), nonfinite_lowering.hpp
+// (masked scores, the safe softmax), lse_lowering.hpp (the log-sum-exp output); what they share
+// is lowering_state.hpp.
 //
 // Layout: a row-major IR shape (d0, ..., dn) becomes Halide args (dn, ..., d0, batch):
 // innermost first, batch outermost. `halide_args` is the one place that translation happens.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 #include <Halide.h>
 #include "dsl/ir.hpp"
-#include <optional>
 #include "flash_algorithm.hpp"
 #include "flash_gpu_schedule.hpp"
 #include "flash_schedule.hpp"
@@ -20,7 +23,7 @@ namespace attn::gen {
 struct lowered {
   std::vector<Halide::ImageParam> params;  // one per terminal, in call order, each with a batch dim
   Halide::Func output;                     // args: innermost first, then batch (if batched)
-  Halide::Func weights;                    // the outermost softmax; undefined if there is none
+  Halide::Func weights;                    // ir::weights_softmax; undefined if there is none
   bool output_batched = false, weights_batched = false;
   // With lowering_options::with_lse: the one softmax's log-sum-exp per row, (rows innermost
   // first..., batch): the softmax's args without the key axis. -inf for a row without a kept key.

@@ -118,7 +118,7 @@ class integral_floats : public Internal::IRVisitor {
     if (const auto* x = e.as<Min>()) return integral(x->a) && integral(x->b);
     if (const auto* x = e.as<Max>()) return integral(x->a) && integral(x->b);
     if (const auto* x = e.as<Select>()) return integral(x->true_value) && integral(x->false_value);
-    // floor or ceil of an integer over an integral constant (a float remainder, lower.cpp): an
+    // floor or ceil of an integer over an integral constant (a float remainder, generic_lowering.cpp): an
     // integer, the same whether a / c or a·(1/c) is rounded while |a| < 2^23.
     if (const auto* x = e.as<Call>(); x != nullptr && (x->name == "floor_f32" || x->name == "ceil_f32")) {
       const auto* quotient = x->args[0].as<Div>();

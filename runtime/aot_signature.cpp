@@ -3,7 +3,6 @@
 #include "dim_bindings.hpp"
 #include "errors.hpp"
 #include "lowering_choice.hpp"
-#include "memory_budget.hpp"
 
 namespace attn::detail {
 
@@ -31,7 +30,7 @@ std::vector<aot_tensor> aot_signature(const ir::graph& g, const aot::options& o)
   for (int t : g.terminals) s.push_back(tensor_of(g.at(t), std::string(g.at(t).name), false, bound));
   s.push_back(tensor_of(g.output(), "output", true, bound));
   if (o.with_weights) {
-    const int w = weights_node(g);
+    const int w = ir::weights_softmax(g);
     if (w < 0) throw argument_error("with_weights: the expression has no softmax");
     s.push_back(tensor_of(g.at(w), "weights", true, bound));
     s.back().note = "the attention weights";

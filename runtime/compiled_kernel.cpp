@@ -193,14 +193,14 @@ outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
   // Before allocating: the outputs this call allocates and the kernel's intermediates.
   std::vector<int> allocated{g.root};
-  if (impl_->options.with_weights) allocated.push_back(detail::weights_node(g));
+  if (impl_->options.with_weights) allocated.push_back(ir::weights_softmax(g));
   detail::check_memory(detail::estimate_memory(g, call, allocated, impl_->materialised),
                        impl_->target.maximum_buffer_size());
   outputs out;
   out.output = tensor<float>(detail::result_sizes(g.output(), call));
   tensor_view weights_view, lse_view;
   if (impl_->options.with_weights) {
-    out.weights = tensor<float>(detail::result_sizes(g.at(detail::weights_node(g)), call));
+    out.weights = tensor<float>(detail::result_sizes(g.at(ir::weights_softmax(g)), call));
     weights_view = out.weights.view();
   }
   if (impl_->options.with_lse) {
@@ -217,12 +217,10 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   const ir::graph& g = impl_->graph;
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
   detail::check_output("output", output, detail::result_sizes(g.output(), call));
-  const ir::node* softmax = nullptr;
-  for (const ir::node& n : g.nodes)
-    if (n.kind == ir::op::softmax) softmax = &n;
+  const int softmax = ir::weights_softmax(g);
   if (weights != nullptr) {
     if (!impl_->options.with_weights) throw argument_error("weights requested, but the kernel was compiled without with_weights");
-    detail::check_output("weights", *weights, detail::result_sizes(*softmax, call));
+    detail::check_output("weights", *weights, detail::result_sizes(g.at(softmax), call));
   } else if (impl_->options.with_weights) {
     throw argument_error("this kernel was compiled with_weights: pass a weights tensor too");
   }
@@ -281,8 +279,8 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     return target;
   };
   const tensor_view out_target = add_output(g.output(), output);
-  const tensor_view weights_target = weights ? add_output(*softmax, *weights) : tensor_view{};
-  const tensor_view lse_target = lse ? add_output(*softmax, *lse) : tensor_view{};
+  const tensor_view weights_target = weights ? add_output(g.at(softmax), *weights) : tensor_view{};
+  const tensor_view lse_target = lse ? add_output(g.at(softmax), *lse) : tensor_view{};
 
   std::vector<halide_buffer_t*> args;
   for (auto& b : buffers) args.push_back(&b->buf);

@@ -19,9 +19,7 @@ std::int64_t size_of(const ir::dim& d, const dim_sizes& bound) {
 }  // namespace
 
 int lse_softmax(const ir::graph& g) {
-  std::vector<int> found;
-  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
-    if (g.at(i).kind == ir::op::softmax) found.push_back(i);
+  const std::vector<int> found = ir::normalising_nodes(g);
   if (found.empty()) throw argument_error("with_lse: the expression has no softmax, so no log-sum-exp to return");
   if (found.size() > 1)
     throw argument_error("with_lse: the expression has " + std::to_string(found.size()) +

@@ -6,6 +6,7 @@
 #include <limits>
 #include <unistd.h>
 #include "environment.hpp"
+#include "generators/attention_pattern.hpp"
 #include "limits.hpp"
 
 namespace attn::detail {
@@ -52,29 +53,18 @@ std::atomic<std::int64_t>& budget_setting() {
 
 }  // namespace
 
-int weights_node(const ir::graph& g) {
-  for (int i = static_cast<int>(g.nodes.size()) - 1; i >= 0; --i)
-    if (g.at(i).kind == ir::op::softmax) return i;
-  return -1;
-}
-
 std::vector<int> generic_materialised(const ir::graph& g, bool with_weights) {
-  const int weights = with_weights ? weights_node(g) : -1;
+  const int weights = with_weights ? ir::weights_softmax(g) : -1;
   std::vector<int> nodes;
-  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
-    const ir::op k = g.at(i).kind;
-    if ((k == ir::op::matmul || k == ir::op::softmax || k == ir::op::transpose) && i != g.root && i != weights) nodes.push_back(i);
-  }
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+    if (ir::is_materialised(g.at(i).kind) && i != g.root && i != weights) nodes.push_back(i);
   return nodes;
 }
 
 std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes) {
   auto tiled = [&](const ir::node& n) {
-    for (int sm : fused_softmaxes) {
-      const auto& w = g.at(sm).shape;
-      const std::size_t r = n.shape.size(), rw = w.size();
-      if (r >= 2 && n.shape[r - 2].name == w[rw - 2].name && n.shape[r - 1].name == w[rw - 1].name) return true;
-    }
+    for (int w : fused_softmaxes)
+      if (gen::computed_per_tile(n, g.at(w))) return true;
     return false;
   };
   std::vector<int> nodes;
