@@ -82,12 +82,9 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   if (dv_vectors * s.q_unroll > accumulators) {
     // Wide V (Dh = 128: 8 vectors a row on AVX-512, 16 on AVX2): P·V register tiles keep q_unroll
     // rows and take the part of V's row that fits the registers (pv_tile_vectors: 6 × 4 vectors on
-    // AVX-512, 6 × 2 on AVX2), so each vector of V loaded feeds 6 FMAs; rows in blocks of 12.
-    // On AMD Zen 5 (AVX-512) this is 1.10-1.15x faster than the earlier default, P·V tiles of 3 rows
-    // × all 8 vectors with V in blocks of 32 keys (T = 1024, 2048, full and causal, interleaved in
-    // attn-tune --no-search --schedule, 2026-11-24). On AVX2 V stays in blocks of 32 keys (16 KiB,
-    // in L1 for the 12-row block's register tiles): measured 1.05-1.24x faster than one row of all
-    // of V (T = 1024 to 4096, Dh = 64 and 128, full and causal).
+    // AVX-512, 6 × 2 on AVX2), so each vector of V loaded feeds 6 FMAs; rows in blocks of 12:
+    // faster than P·V tiles of 3 rows × all of V's row. On AVX2 V stays in blocks of 32 keys
+    // (16 KiB, in L1 for the 12-row block's register tiles), faster there than one row of all of V.
     s.row_block = 2 * s.q_unroll;
     if (vector < 16) s.pv_keys = 32;
   }
@@ -99,16 +96,15 @@ flash_schedule banded(flash_schedule s, std::int64_t band) {
   const std::int64_t quarter = (band / 4 + s.vector - 1) / s.vector * s.vector;
   s.kv_tile = static_cast<int>(std::clamp<std::int64_t>(quarter, 4 * s.vector, s.kv_tile));
   // Partial tiles of at most half a key tile (two vectors or more): fewer computed keys at the
-  // band's edges are masked. Window 256, tiles of 64 keys: 1.03-1.04x at T = 1024..4096, 0.98x at
-  // 512 (attn-tune --no-search --schedule, Intel Xeon Sapphire Rapids, 2026-11-25).
+  // band's edges are masked (a few percent faster for a window of 256 from T = 1024 on).
   s.partial_tile = std::max(2 * s.vector, std::min(s.partial_tile, s.kv_tile / 2));
   s.partial_tile = fitted_partial_tile(s);
   return s;
 }
 
-// 1.04-1.07x for causal, ALiBi + causal and softcap + causal at T = 512 and 1024 (Dh = 64 and 128),
-// 0.99-1.01x at T = 2048 and 4096, against query tiles of 48 (attn-tune --schedule q_tile=24,
-// AMD Zen 5, 2026-11-24). Without a mask, 24 is 0.98x at T = 2048, Dh = 128: not the default there.
+// Masks along the diagonal (causal and its variants) take query tiles of at most 4 register tiles:
+// fewer partial tiles on the diagonal, a few percent faster at T <= 1024 and as fast beyond.
+// Without a mask the larger tile stays: smaller ones are slightly slower there.
 flash_schedule along_diagonal(flash_schedule s) {
   s.q_tile = std::min(s.q_tile, 4 * s.q_unroll);
   return s;

@@ -513,7 +513,7 @@ BOOST_AUTO_TEST_CASE(extra_memory_is_linear_in_t_at_t_16384) {
 }
 
 // A sliding window: its key tiles start at each query tile's band (the copy of K the query tiles
-// share is bounded by lower.cpp's key_of_tile promise, and padded).
+// share is bounded by fused_lowering.cpp's key_of_tile promise, and padded).
 BOOST_AUTO_TEST_CASE(a_sliding_window_s_extra_memory_is_linear_in_t_at_t_16384) {
   check_extra_memory_is_linear_in_t(combine(softmax(sliding_window(scaled_scores(q16k, k16k), 256)), v16k), false);
 }
