@@ -29,7 +29,7 @@ Expr max_of_halves(int n, const At& at) {
 class builder {
  public:
   builder(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector, int state_lanes,
-          bool tiles_from_band)
+          bool tiles_from_band, bool blocked_state)
       : p_(p) {
     f_.q_tile = q_tile;
     f_.kv_tile = kv_tile;
@@ -53,6 +53,7 @@ class builder {
     // V's width known when compiling, static or bound (a bound width packs as a static one does).
     const bool packs = p.normalised && p.dv_known > 0 && state_lanes > 0 && p.dv_known % state_lanes == 0;
     f_.state_lanes = packs ? state_lanes : 0;
+    f_.blocked_state = packs && blocked_state;
     f_.dv = Var("dv");
     f_.q = Var("q");
     f_.qi = Var("qi");
@@ -176,13 +177,17 @@ class builder {
   Expr accumulated(const Expr& d) const {
     const int lanes = f_.state_lanes;
     if (lanes == 0) return f_.state(row_args(d))[2];
-    // Where d's vector of lanes is aligned (the output's, from column 0), d / lanes is one element.
+    // Interleaved: where d's vector of lanes is aligned (the output's, from column 0), d / lanes is
+    // one element. Blocked: a lane's columns are adjacent.
+    const int per_lane = acc_elements();
+    const Expr lane = f_.blocked_state ? d / per_lane : d % lanes, element = f_.blocked_state ? d % per_lane : d / lanes;
     std::vector<Expr> elements;
-    for (int j = 0; j < acc_elements(); ++j) elements.push_back(f_.state(row_args(d % lanes))[2 + j]);
-    const Expr packed = mux(d / lanes, elements);
+    for (int j = 0; j < per_lane; ++j) elements.push_back(f_.state(row_args(lane))[2 + j]);
+    const Expr packed = mux(element, elements);
     // A width bound (not static) leaves the output unbounded: a column past it is an error, as an
     // unpacked state bounded to that width makes it, not a column of another vector (mux clamps).
-    if (p_.dv > 0) return packed;
+    // Blocked (a GPU's): the schedule bounds the result to the width, checked on the host.
+    if (p_.dv > 0 || f_.blocked_state) return packed;
     return require(d < p_.dv_known, packed, "fused attention: the output has more columns than V's width,",
                    p_.dv_known, "bound when the kernel was built");
   }
@@ -309,7 +314,7 @@ class builder {
     const Expr scale_old = select(tile_wins, e, 1.0f), scale_tile = select(tile_wins, 1.0f, e);
     std::vector<Expr> next{max(m, tile_max), l * scale_old + st.sum(tile_args({}, t)) * scale_tile};
     for (int j = 0; j < acc_elements(); ++j) {
-      const Expr column = f_.state_lanes > 0 ? f_.lane + j * f_.state_lanes : Expr(f_.dv);
+      const Expr column = f_.state_lanes > 0 ? f_.state_column(f_.lane, j) : Expr(f_.dv);
       next.push_back(old[2 + j] * scale_old + st.pv(tile_args({column}, t)) * scale_tile);
     }
     f_.state(state_args()) = Tuple(next);
@@ -323,9 +328,14 @@ class builder {
 
 }  // namespace
 
+Expr flash_funcs::state_column(const Expr& lane, int j) const {
+  if (!blocked_state) return lane + j * state_lanes;
+  return lane * (dv_known / state_lanes) + j;
+}
+
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
-                            int state_lanes, bool tiles_from_band) {
-  return builder(p, q_tile, kv_tile, partial_tile, vector, state_lanes, tiles_from_band).run();
+                            int state_lanes, bool tiles_from_band, bool blocked_state) {
+  return builder(p, q_tile, kv_tile, partial_tile, vector, state_lanes, tiles_from_band, blocked_state).run();
 }
 
 }  // namespace attn::gen

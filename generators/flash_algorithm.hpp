@@ -90,11 +90,15 @@ struct flash_funcs {
   Halide::Func tiles;
   // Tuple(max, sum, acc) over (dv, qi, qt, lead..., batch); softmax-free: acc alone. Packed
   // (state_lanes > 0): Tuple(max, sum, acc_0, ..., acc_k) over (lane, qi, qt, lead..., batch), V's
-  // column lane + state_lanes·j in acc_j. The running max and sum are one row's, alike in every
-  // column: packed, the fold rescales them (an exp, selects) once per row and lane vector, not once
-  // per vector of V's row (at Dv = 128 the fold was 8% of causal attention's time).
+  // column lane + state_lanes·j in acc_j (interleaved: a vector of lanes holds adjacent columns), or
+  // lane·(k + 1) + j (blocked: a lane holds adjacent columns, as a GPU thread's register tile).
+  // The running max and sum are one row's, alike in every column: packed, the fold rescales them
+  // (an exp, selects) once per row and lane, not once per column, and they are stored once per lane.
   Halide::Func state;
   int state_lanes = 0;
+  bool blocked_state = false;
+  // V's column of accumulator j in lane `lane` of the packed state.
+  Halide::Expr state_column(const Halide::Expr& lane, int j) const;
   Halide::Var state_column() const { return state_lanes > 0 ? lane : dv; }
   flash_step full, partial;
   // Vars, innermost first: output (dv, q, lead..., batch); state (state_column(), qi, qt, lead..., batch);
@@ -119,10 +123,11 @@ struct flash_funcs {
 
 // partial_tile divides kv_tile (0: kv_tile); both are multiples of vector. state_lanes > 0 packs the
 // state (flash_funcs::state) where V's width is known when compiling (static or bound), a multiple
-// of it, and there is a softmax; otherwise, or with 0, the state is over dv. tiles_from_band: key tiles start at each query
+// of it, and there is a softmax; otherwise, or with 0, the state is over dv; blocked_state packs
+// each lane's columns together (flash_funcs::state). tiles_from_band: key tiles start at each query
 // tile's first kept key (mask_bounds.hpp's first_kept_key), else at key 0 (the GPU schedules, which
 // unroll a tile's keys: from a band's start bounds inference cannot prove the extent constant).
 flash_funcs flash_attention(const flash_problem& p, int q_tile, int kv_tile, int partial_tile, int vector,
-                            int state_lanes = 0, bool tiles_from_band = false);
+                            int state_lanes = 0, bool tiles_from_band = false, bool blocked_state = false);
 
 }  // namespace attn::gen

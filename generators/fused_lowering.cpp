@@ -120,7 +120,10 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
     p.few_rows = std::min(t.q_unroll, t.q_tile);
     p.few_queries = s.tile.few_queries = simplify(p.nq <= p.few_rows);
   }
-  s.out.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads)
+  // GPU register tiles: the state packed with a lane per thread across V, its columns adjacent.
+  const bool gpu_lanes = gpu && gpu->shared == flash_gpu_variant::register_tiles;
+  s.out.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads,
+                                              gpu_lanes ? gpu->threads : 0, false, gpu_lanes)
                             : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0, true));
   s.tile.few_queries = Expr();
   if (s.options.with_lse) {

@@ -11,6 +11,7 @@
 #include "c_compiler.hpp"
 #include "dim_bindings.hpp"
 #include "errors.hpp"
+#include "generators/flash_gpu_schedule.hpp"
 #include "generators/pipeline.hpp"
 #include "lowering_choice.hpp"
 #include "private_temp_dir.hpp"
@@ -146,7 +147,10 @@ files generate(const ir::graph& g, const options& o) {
   const detail::c_compiler cc = detail::find_c_compiler(o.c_compiler);
   // The int32 limits apply unless every target addresses buffers with 64-bit offsets.
   const bool large_buffers = std::all_of(targets.begin(), targets.end(), [](const Halide::Target& t) { return t.has_feature(Feature::LargeBuffers); });
-  const std::string entry_source = detail::aot_entry_source(o.name, tensors, large_buffers);
+  // A CUDA kernel's entry point sets the registers a thread may use before the first call (flash_gpu_schedule.hpp).
+  const bool cuda = std::any_of(targets.begin(), targets.end(), [](const Halide::Target& t) { return t.has_feature(Feature::CUDA); });
+  const std::string entry_source =
+      detail::aot_entry_source(o.name, tensors, large_buffers, cuda ? gen::cuda_registers_per_thread : 0);
   jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse, .path = o.path, .schedule = o.schedule};
 
   // One pipeline per target: vector widths and default tiles depend on it. `target` may carry the

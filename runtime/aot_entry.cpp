@@ -64,7 +64,7 @@ std::string buffers(std::size_t n, bool declared) {
 
 std::string aot_pipeline_name(const std::string& name) { return name + "_unchecked"; }
 
-std::string aot_entry_source(const std::string& name, const std::vector<aot_tensor>& tensors, bool large_buffers) {
+std::string aot_entry_source(const std::string& name, const std::vector<aot_tensor>& tensors, bool large_buffers, int cuda_registers) {
   std::set<std::string> names{"batch"};
   for (const aot_tensor& t : tensors)
     for (const aot_dim& d : t.dims) names.insert(d.name);
@@ -72,8 +72,10 @@ std::string aot_entry_source(const std::string& name, const std::vector<aot_tens
     throw argument_error("kernel '" + name + "': " + std::to_string(names.size()) + " distinct dim names; the entry point checks at most " +
                          std::to_string(max_dim_names));
   const std::size_t n = tensors.size();
-  std::string s = std::string(aot_buffer_layout_h) + "\n" + aot_call_context_h + "\n" + aot_checked_call_c + "\n/* ---- The kernel " + name +
-                  " ---- */\n\n";
+  std::string s;
+  if (cuda_registers > 0)  // checked_call.c sets Halide's CUDA register limit (setenv: POSIX)
+    s = "#define _POSIX_C_SOURCE 200809L\n#include <stdlib.h>\n#define ATTN_CUDA_REGISTERS \"" + std::to_string(cuda_registers) + "\"\n";
+  s += std::string(aot_buffer_layout_h) + "\n" + aot_call_context_h + "\n" + aot_checked_call_c + "\n/* ---- The kernel " + name + " ---- */\n\n";
   std::string table = "static const struct attn_tensor_spec attn_tensors[] = {\n";
   for (std::size_t i = 0; i < n; ++i) {
     const aot_tensor& t = tensors[i];

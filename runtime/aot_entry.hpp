@@ -14,9 +14,10 @@ namespace attn::detail {
 // The Halide pipeline's name in the library: NAME_unchecked.
 std::string aot_pipeline_name(const std::string& name);
 
-// large_buffers: the target has Halide's large_buffers feature (64-bit offsets). Throws
+// large_buffers: the target has Halide's large_buffers feature (64-bit offsets); cuda_registers > 0:
+// the first call sets Halide's CUDA register limit to it where the program has not. Throws
 // argument_error for a kernel with more distinct dim names than the checks keep (64).
-std::string aot_entry_source(const std::string& name, const std::vector<aot_tensor>& tensors, bool large_buffers);
+std::string aot_entry_source(const std::string& name, const std::vector<aot_tensor>& tensors, bool large_buffers, int cuda_registers = 0);
 
 // The declarations the generated header adds for the entry point (after Halide's).
 std::string aot_entry_declarations(const std::string& name);

@@ -1,5 +1,6 @@
 #include "kernel.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "disk_kernel.hpp"
 #include "generators/attention_pattern.hpp"
 #include "generators/autoschedule.hpp"
+#include "generators/flash_gpu_schedule.hpp"
 #include "generators/pipeline.hpp"
 #include "halide_buffers.hpp"
 #include "halide_errors.hpp"
@@ -130,6 +132,11 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     if (!p->loaded) {
       schedule_pending();
       p->callable = p->pipeline.compile_to_callable(p->arguments, p->target);
+    }
+    // Halide's CUDA runtime reads its register limit when it first loads a kernel (flash_gpu_schedule.hpp).
+    if (p->target.has_feature(Halide::Target::CUDA)) {
+      static std::once_flag registers;
+      std::call_once(registers, [] { setenv("HL_CUDA_JIT_MAX_REGISTERS", std::to_string(gen::cuda_registers_per_thread).c_str(), 0); });
     }
     for (int t : g.terminals) p->names.emplace_back("p_" + std::string(g.at(t).name), std::string(g.at(t).name));
     p->names.emplace_back(p->lowered.output.name(), "output");

@@ -212,7 +212,7 @@ BOOST_AUTO_TEST_CASE(gpu_target_does_not_crash) {
   const auto k = attn::jit(self, {.target = "host-opencl", .path = attn::lowering::fused, .schedule = "shared=1"});
   BOOST_TEST(k.compiled().describe().find("shared=1") != std::string::npos, k.compiled().describe());
   // The log-sum-exp and softmax-free attention have GPU schedules too (test_opencl runs both).
-  for (const char* schedule : {"shared=0", "shared=1"}) {
+  for (const char* schedule : {"shared=0", "shared=1", "shared=2"}) {
     BOOST_CHECK_NO_THROW(attn::jit(self, {.target = "host-opencl", .with_lse = true, .schedule = schedule}));
     BOOST_CHECK_NO_THROW(attn::jit(variants::sigmoid_attention(causal(matmul(x, transpose(x))), x), {.target = "host-opencl", .schedule = schedule}));
   }

@@ -34,13 +34,15 @@ const std::vector<axis>& cpu_axes() {
 
 const std::vector<axis>& gpu_axes() {
   static const std::vector<axis> a{
-      {"shared", {0, 1}, {0, 1}},
+      {"shared", {0, 1, 2}, {0, 1, 2}},
       {"q_tile", {4, 8, 16, 32, 64, 128}, {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}},
       {"kv_tile", {16, 32, 64, 128}, {8, 16, 24, 32, 48, 64, 96, 128, 256}},
       {"threads", {4, 8, 16, 32}, {1, 2, 4, 8, 16, 32, 64}},
       {"stage_k", {0, 1}, {0, 1}},
       {"stage_v", {0, 1}, {0, 1}},
       {"unroll", {0, 1}, {0, 1}},
+      {"thread_rows", {2, 4, 8}, {1, 2, 4, 8, 16}},
+      {"stage_q", {0, 1}, {0, 1}},
   };
   return a;
 }
@@ -128,11 +130,14 @@ bool plausible(const flash_gpu_schedule& s, const attention_sizes& a) {
   constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
   const flash_gpu_schedule unused;                 // the values of parameters a variant does not use
   const bool per_thread = s.shared == gen::flash_gpu_variant::per_thread;
-  const int block = per_thread ? s.q_tile : s.threads * s.q_tile;
+  const bool tiled = s.shared == gen::flash_gpu_variant::register_tiles;
+  const int block = per_thread ? s.q_tile : s.threads * (tiled ? s.q_tile / s.thread_rows : s.q_tile);
   const std::int64_t width = a.dv > 0 ? a.dv : 128;
-  const bool canonical = per_thread ? s.stage_k == unused.stage_k && s.stage_v == unused.stage_v && (!s.unroll || a.dv > 0)
-                                    : s.unroll == unused.unroll && gen::shared_bytes(s, width, width) <= shared_limit;
+  const bool canonical = (tiled || (s.thread_rows == unused.thread_rows && s.stage_q == unused.stage_q)) &&
+                         (per_thread ? s.stage_k == unused.stage_k && s.stage_v == unused.stage_v && (!s.unroll || a.dv > 0)
+                                     : s.unroll == unused.unroll && gen::shared_bytes(s, width, width) <= shared_limit);
   return canonical && block >= 32 && block <= 1024 && s.threads * s.q_tile <= 1024 && s.kv_tile % s.threads == 0 &&
+         (!tiled || s.q_tile % s.thread_rows == 0) &&
          s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 32) && s.q_tile <= std::max<std::int64_t>(ceil2(a.nq), 32);
 }
 

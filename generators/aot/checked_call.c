@@ -377,7 +377,7 @@ static void attn_error_handler(void *user_context, const char *message) {
   else halide_default_error(user_context, message);
 }
 
-/* Installed once, at this library's first call; the handler it replaces (Halide's default, or one
+/* Installed once, at this library's first call (with a CUDA kernel's register limit); the handler it replaces (Halide's default, or one
  * the program installed) keeps receiving every error that is not an attnforge call's. Installing
  * once keeps the chain of handlers of several libraries free of cycles. */
 static void attn_install_error_handler(void) {
@@ -385,6 +385,12 @@ static void attn_install_error_handler(void) {
   int expected = 0;
   if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2) return;
   if (__atomic_compare_exchange_n(&state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+#ifdef ATTN_CUDA_REGISTERS
+    /* The registers a CUDA thread may use, read by Halide's CUDA runtime when it loads the
+     * kernels at the first call (flash_gpu_schedule.hpp: cuda_registers_per_thread); a value the
+     * program set stays. */
+    setenv("HL_CUDA_JIT_MAX_REGISTERS", ATTN_CUDA_REGISTERS, 0);
+#endif
     __atomic_store_n(&attn_previous_handler, halide_set_error_handler(attn_error_handler), __ATOMIC_RELEASE);
     __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
   }

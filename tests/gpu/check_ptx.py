@@ -10,8 +10,11 @@ kernel it launches in a NUL-terminated string. For every kernel library this che
   - each module assembles with ptxas for every architecture asked for that is at least its own
     .target (PTX is forward compatible, not backward: sm_86 PTX cannot be assembled for sm_80).
     A module that no asked architecture can take is a failure, not a skip.
+With --spill-free N, each kernel is also assembled as Halide's CUDA runtime loads it, at most N
+registers a thread (HL_CUDA_JIT_MAX_REGISTERS; Halide's default is 64), and must need no spill
+stores or loads. (At most 128, two blocks of up to 256 threads fit an SM's 65536 registers.)
 
-usage: check_ptx.py PTXAS ARCHS(comma-separated, e.g. sm_80,sm_90) LIBRARY.a...
+usage: check_ptx.py [--spill-free N] PTXAS ARCHS(comma-separated, e.g. sm_80,sm_90) LIBRARY.a...
 Exit 77 (ctest: skipped) when ptxas is not installed.
 """
 import os
@@ -31,13 +34,36 @@ def ptx_modules(data):
         at = data.find(HEADER, end)
 
 
+def check_spills(ptxas, arch, src, folder, registers, what, fail):
+    """Every entry of the module, assembled with at most `registers` registers, spills nothing."""
+    r = subprocess.run([ptxas, "-v", f"-arch={arch}", f"-maxrregcount={registers}", src, "-o", os.path.join(folder, "k.cubin")],
+                       capture_output=True, text=True)
+    report = r.stderr
+    entries = re.split(r"Compiling entry function '(\w+)'", report)[1:]
+    if r.returncode != 0 or not entries:
+        return fail(f"{what}: ptxas -v -maxrregcount={registers} -arch={arch}\n{report}")
+    for kernel, text in zip(entries[0::2], entries[1::2]):
+        spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+        used = re.search(r"Used (\d+) registers", text)
+        if not spills or not used:
+            fail(f"{what}: {kernel}: no register report from ptxas -v")
+        elif spills.group(1) != "0" or spills.group(2) != "0":
+            fail(f"{what}: {kernel} spills at {registers} registers ({arch}): {spills.group(0)}")
+        else:
+            print(f"ok   {kernel}: {used.group(1)} registers, no spills ({arch}, at most {registers})")
+
+
 def sm(arch):
     m = re.fullmatch(r"sm_(\d+)a?", arch)
     return int(m.group(1)) if m else None
 
 
 def main():
-    ptxas, archs, libraries = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+    args = sys.argv[1:]
+    spill_free = None
+    if args[:1] == ["--spill-free"]:
+        spill_free, args = int(args[1]), args[2:]
+    ptxas, archs, libraries = args[0], args[1].split(","), args[2:]
     if not os.access(ptxas, os.X_OK):
         print(f"SKIP: {ptxas} not found (the CUDA toolkit)")
         return 77
@@ -94,6 +120,8 @@ def main():
                         print(f"ok   {what}: ptxas -arch={arch}")
                     else:
                         fail(f"{what}: ptxas -arch={arch}\n{r.stderr}")
+                    if spill_free is not None:
+                        check_spills(ptxas, arch, src, d, spill_free, what, fail)
         if not launched:
             fail(f"{name}: the host code launches no kernel (no _kernel_ name outside the PTX)")
         elif missing := sorted(launched - entries):

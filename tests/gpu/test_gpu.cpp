@@ -8,7 +8,7 @@
 // sliding window, ALiBi, softcap with the log-sum-exp, sigmoid attention: softmax-free; tails:
 // sizes not multiples of the tiles), its shared-memory variant, shared=1 (full; causal with the
 // log-sum-exp; a sliding window; with and without staged tiles; last key tiles with fewer keys than threads, where
-// PoCL once went wrong), the GPU products (projections, W_O) and the generic GPU schedule (with
+// PoCL once went wrong), its register-tile variant, shared=2, the GPU products (projections, W_O) and the generic GPU schedule (with
 // the log-sum-exp; the weights, a generic-only path).
 //
 // With no platform or device for the API the program exits 77, which ctest reports as skipped
@@ -174,6 +174,20 @@ void shared_memory() {
     check_heads({"sliding window 256, shared=1 stage_k=1 stage_v=1", 1, t, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }},
                 gpu::window_shared);
 }
+// The register-tile variant (shared=2): tiles of 16 and 32 keys and rows; sizes not multiples of
+// them (1, 7, 33, 257), batch 2, causal with the log-sum-exp, a window's band, softcap unstaged.
+void register_tiles() {
+  for (index t : {1, 7, 16, 33, 257})
+    check_heads({"attention (full), shared=2", t == 33 ? 2 : 1, t, 32}, gpu::attention_tiled);
+  for (index t : {2, 9, 34, 100, 1000})
+    check_heads({"causal, shared=2, with lse", t == 34 ? 2 : 1, t, 16, keep_causal}, gpu::causal_tiled);
+  check_heads({"softcap 20 + causal, shared=2 stage_k=0 stage_v=0", 2, 45, 16, keep_causal,
+               [](double s, index, index, index) { return 20.0 * std::tanh(s / 20.0); }},
+              gpu::softcap_tiled);
+  for (index t : {300, 1000})
+    check_heads({"sliding window 256, shared=2", 1, t, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }},
+                gpu::window_tiled);
+}
 void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, gpu::generic_attention); }
 
 // Multi-head self-attention with projections and W_O: x (T, 512), 8 heads of 64.
@@ -268,7 +282,7 @@ int main(int argc, char** argv) {
   const test_case cases[] = {{"full", full},       {"causal", causal},   {"sliding_window", sliding_window},
                              {"alibi", alibi},     {"softcap", softcap}, {"sigmoid", sigmoid}, {"generic", generic},
                              {"multi_head", multi_head}, {"generic_with_weights", generic_with_weights},
-                             {"shared_memory", shared_memory}};
+                             {"shared_memory", shared_memory}, {"register_tiles", register_tiles}};
   const std::string_view only = argc > 1 ? argv[1] : "";
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
