@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import performance_doc  # noqa: E402
 
 KIND = "gpu-benchmark"  # the section kind in docs/performance.md
+MASK_NAMES = {"alibi": "ALiBi + causal", "softcap": "softcap 20 + causal", "window": "sliding window 256"}
 KEYS = ("date", "gpu", "driver", "commit", "command", "fma_peak_tflops")  # what names a run
 
 
@@ -44,15 +45,18 @@ def table(cases):
     lines = ["| mask | T | Dh | attnforge default: TFLOP/s (of peak) | best attnforge schedule: TFLOP/s | "
              "SDPA: TFLOP/s (of peak) | FlexAttention: TFLOP/s | default / SDPA | default / Flex |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for key in sorted(cases, key=lambda k: (k[0] != "full", k[1], k[2])):
+    order = ["full", "causal", "alibi", "softcap", "window"]  # bench/gpu/kernels.cpp's masks
+    for key in sorted(cases, key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0], k[1], k[2])):
         c = cases[key]
-        if not {"default", "sdpa", "flex"} <= c.keys():
+        if not {"default", "flex"} <= c.keys():
             continue
         best, label = max((v[0], k) for k, v in c.items() if k not in ("sdpa", "flex"))
         label = "default" if label == "default" else f"`{label}`"
-        d, s, fl = c["default"], c["sdpa"], c["flex"]
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {d[0]:.2f} ({d[1]:.1%}) | {best:.2f} ({label}) | "
-                     f"{s[0]:.1f} ({s[1]:.0%}) | {fl[0]:.1f} | {d[0] / s[0]:.3f} | {d[0] / fl[0]:.2f} |")
+        d, fl = c["default"], c["flex"]
+        sdpa = f"{c['sdpa'][0]:.1f} ({c['sdpa'][1]:.0%})" if "sdpa" in c else "(cannot)"
+        ratio = f"{d[0] / c['sdpa'][0]:.3f}" if "sdpa" in c else "–"
+        lines.append(f"| {MASK_NAMES.get(key[0], key[0])} | {key[1]} | {key[2]} | {d[0]:.2f} ({d[1]:.1%}) | {best:.2f} ({label}) | "
+                     f"{sdpa} | {fl[0]:.1f} | {ratio} | {d[0] / fl[0]:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +78,8 @@ def main():
                 f"Measured {about['date']} on {about['gpu']}{driver}, commit {about['commit']}, by `{about['command']}` "
                 f"(kernels built with `-DATTN_GPU_BENCH=ON`, target `gpu_bench`); fp32, B = 4, H = 16; fp32 FMA peak "
                 f"measured in the same run (bench/gpu/fma_peak.cu): {about['fma_peak_tflops']} TFLOP/s; SDPA and "
-                f"FlexAttention from PyTorch {torch or 'unknown'}, TF32 off; causal counts half the FLOPs.")
+                f"FlexAttention from PyTorch {torch or 'unknown'}, TF32 off; FLOPs counted over the query-key pairs a mask "
+                f"keeps (causal: half); SDPA (cannot): no SDPA call computes that variant.")
         body = f"### {about['gpu']}, {about['date']}\n\n{about_run}\n\n{text}"
         performance_doc.write_section(KIND, about["gpu"], body, args.docs)
         print(f"(written into {args.docs})", file=sys.stderr)

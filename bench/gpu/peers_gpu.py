@@ -1,11 +1,12 @@
 """The GPU peers of bench/gpu/gpu_bench, on the same shapes in the same run: PyTorch's
-scaled_dot_product_attention (the backend it picks for fp32) and FlexAttention (torch.compile'd,
-causal through a block mask). fp32 with TF32 off, so every product is plain fp32 like attnforge's.
+scaled_dot_product_attention (the backend it picks for fp32; full and causal) and FlexAttention
+(torch.compile'd, masks through a block mask, ALiBi and softcap as score_mod; every case). fp32
+with TF32 off, so every product is plain fp32 like attnforge's.
 Each timing is the median of the calls made in about 2 s (at least 3), timed with CUDA events.
 Prints CSV rows as gpu_bench does: impl,schedule,mask,T,Dh,ms,gflops,peak_fraction,max_error
-(max_error: against float64 SDPA math on the first and last head).
+(max_error: against the same attention in float64 on the first and last head).
 
-usage: python3 peers_gpu.py [--peak-tflops P] T...
+usage: python3 peers_gpu.py [--peak-tflops P] [--masks full,causal,...] T...
 Benchmark-only: needs torch with CUDA (the GPU machine has it); the build and the tests never do.
 """
 import argparse
@@ -36,10 +37,56 @@ def timed(fn, seconds=2.0):
     return statistics.median(times)
 
 
-def error(out, q, k, v, causal):
+def alibi_slopes():
+    """ALiBi's slopes for H heads (a power of two): 2^(-8(h+1)/H), as attnforge's alibi()."""
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device="cuda")
+
+
+SLOPES = None
+
+
+def alibi(score, b, h, qi, kv):
+    return score - SLOPES[h] * (qi - kv)
+
+
+def softcap(score, b, h, qi, kv):
+    return 20.0 * torch.tanh(score / 20.0)
+
+
+def causal_keep(b, h, qi, kv):
+    return qi >= kv
+
+
+def window_keep(b, h, qi, kv):
+    return (qi >= kv) & (qi - kv < 256)
+
+
+# mask: (the keys kept, as FlexAttention's mask_mod; the score modifier), as bench/gpu/kernels.cpp defines them
+MASKS = {"full": (None, None), "causal": (causal_keep, None), "alibi": (causal_keep, alibi),
+         "softcap": (causal_keep, softcap), "window": (window_keep, None)}
+
+
+def kept_pairs(mask, t):
+    if mask == "window":
+        return sum(min(i + 1, 256) for i in range(t))
+    return 0.5 * t * t if MASKS[mask][0] else float(t) * t
+
+
+def error(out, q, k, v, mask):
+    """The largest error on the first and last head against the same attention in float64."""
+    keep, score_mod = MASKS[mask]
     worst = 0.0
     for b, h in ((0, 0), (B - 1, H - 1)):
-        ref = F.scaled_dot_product_attention(q[b, h].double(), k[b, h].double(), v[b, h].double(), is_causal=causal)
+        qd, kd, vd = q[b, h].double(), k[b, h].double(), v[b, h].double()
+        t = qd.shape[0]
+        s = qd @ kd.T / qd.shape[1] ** 0.5
+        qi = torch.arange(t, device="cuda").view(-1, 1)
+        kv = torch.arange(t, device="cuda").view(1, -1)
+        if score_mod is not None:
+            s = score_mod(s, b, h, qi, kv)
+        if keep is not None:
+            s = s.masked_fill(~keep(b, h, qi, kv), float("-inf"))
+        ref = torch.softmax(s, dim=-1) @ vd
         worst = max(worst, (out[b, h].double() - ref).abs().max().item())
     return worst
 
@@ -47,6 +94,8 @@ def error(out, q, k, v, causal):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--peak-tflops", type=float, default=0)
+    parser.add_argument("--masks", default="full,causal,alibi,softcap,window",
+                        help="comma-separated: full, causal (SDPA and Flex); alibi, softcap, window (Flex)")
     parser.add_argument("T", type=int, nargs="*", default=[1024, 4096, 8192])
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -54,25 +103,24 @@ def main():
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     flex = torch.compile(flex_attention, dynamic=False)
+    global SLOPES
+    SLOPES = alibi_slopes()
     print("impl,schedule,mask,T,Dh,ms,gflops,peak_fraction,max_error", flush=True)
     for t in args.T:
-        for mask in ("full", "causal"):
+        for mask in args.masks.split(","):
             for dh in (64, 128):
                 g = torch.Generator(device="cuda").manual_seed(t + dh)
                 q, k, v = (torch.rand(B, H, t, dh, device="cuda", generator=g) * 2 - 1 for _ in range(3))
-                causal = mask == "causal"
-                flops = 4.0 * B * H * t * t * dh * (0.5 if causal else 1.0)
-                block = None
-                if causal:
-                    block = create_block_mask(lambda b, h, qi, kv: qi >= kv, None, None, t, t, device="cuda")
-                impls = {
-                    "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                    "flex": lambda: flex(q, k, v, block_mask=block),
-                }
+                keep, score_mod = MASKS[mask]
+                flops = 4.0 * B * H * kept_pairs(mask, t) * dh
+                block = create_block_mask(keep, None, None, t, t, device="cuda") if keep else None
+                impls = {"flex": lambda: flex(q, k, v, score_mod=score_mod, block_mask=block)}
+                if mask in ("full", "causal"):
+                    impls = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=mask == "causal"), **impls}
                 for name, fn in impls.items():
                     try:
                         ms = timed(fn)
-                        err = error(fn(), q, k, v, causal)
+                        err = error(fn(), q, k, v, mask)
                     except Exception as e:  # a peer that cannot run a case is reported, not fatal
                         print(f"{name} {mask} T={t} Dh={dh}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
                         continue

@@ -4,9 +4,10 @@
 // host-cuda-cuda_capability_80, run on an NVIDIA GPU) and compared with the double reference
 // (tests/support/reference.hpp) under the suite's tolerance rule. The program links no libHalide (the JIT
 // and PoCL in one process can clash over LLVM): only the kernels' libraries, which carry Halide's
-// runtime. Covers the fused GPU schedule in its per-thread variant, shared=0 (full, causal,
-// sliding window, ALiBi, softcap with the log-sum-exp, sigmoid attention: softmax-free; tails:
-// sizes not multiples of the tiles), its shared-memory variant, shared=1 (full; causal with the
+// runtime. Covers the fused GPU schedule in its default, register tiles where Dh is bound (full,
+// causal, sliding window, ALiBi, softcap with the log-sum-exp, sigmoid attention: softmax-free;
+// tails: sizes not multiples of the tiles) and with other tiles (shared=2), its per-thread variant
+// (shared=0, rolled), its shared-memory variant, shared=1 (full; causal with the
 // log-sum-exp; a sliding window; with and without staged tiles; last key tiles with fewer keys than threads, where
 // PoCL once went wrong), its register-tile variant, shared=2, the GPU products (projections, W_O) and the generic GPU schedule (with
 // the log-sum-exp; the weights, a generic-only path).
@@ -142,7 +143,7 @@ void full() {
 }
 void causal() {
   for (index t : {5, 70, 129, 1000}) check_heads({"causal", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal);
-  for (index t : {5, 70, 1000}) check_heads({"causal, q_tile=32 unroll=0", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal_rolled);
+  for (index t : {5, 70, 1000}) check_heads({"causal, shared=0 q_tile=32 unroll=0", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal_rolled);
 }
 void sliding_window() {
   check_heads({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }}, gpu::window);
