@@ -5,12 +5,15 @@
 # SDPA, FlexAttention) on the same shapes, one CSV on stdout, led by '# key: value' lines naming
 # the run (date, gpu, driver, commit, command, fma_peak_tflops). Its table, and the dated section of
 # docs/performance.md: python3 bench/gpu/gpu_table.py RUN.csv [--docs docs/performance.md]
-#   bash scripts/gpu_bench.sh [--no-peers] [T...]      (default T: 1024 4096 8192)
+#   bash scripts/gpu_bench.sh [--no-peers] [--masks full,causal,alibi,softcap,window] [T...]
+#   (default: those masks; T 1024 4096 8192)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 command="bash scripts/gpu_bench.sh${*:+$(printf ' %q' "$@")}"
 peers=1
+masks=full,causal,alibi,softcap,window
 if [[ "${1:-}" == --no-peers ]]; then peers=0; shift; fi
+if [[ "${1:-}" == --masks ]]; then masks=$2; shift 2; fi
 ts=("$@")
 [[ ${#ts[@]} -gt 0 ]] || ts=(1024 4096 8192)
 tmp=$(mktemp -d)
@@ -27,8 +30,8 @@ echo "# commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unkn
 echo "# command: $command"
 echo "# fma_peak_tflops: $peak"
 status=0
-"$root/build/bench/gpu/gpu_bench" --peak-tflops "$peak" "${ts[@]}" || status=$?
+"$root/build/bench/gpu/gpu_bench" --peak-tflops "$peak" --masks "$masks" "${ts[@]}" || status=$?
 if [[ $peers == 1 ]]; then
-  python3 "$root/bench/gpu/peers_gpu.py" --peak-tflops "$peak" "${ts[@]}" | tail -n +2 || status=$?
+  python3 "$root/bench/gpu/peers_gpu.py" --peak-tflops "$peak" --masks "$masks" "${ts[@]}" | tail -n +2 || status=$?
 fi
 exit $status

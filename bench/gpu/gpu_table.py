@@ -2,7 +2,7 @@
 best schedule of those timed, SDPA and FlexAttention, in TFLOP/s and as a fraction of the measured
 fp32 FMA peak, and the ratios.
   python3 bench/gpu/gpu_table.py GPU_BENCH.csv [--docs docs/performance.md]
-      [--date D] [--gpu NAME] [--driver V] [--commit C] [--command CMD] [--fma-peak-tflops P]
+      [--date D] [--gpu NAME] [--driver V] [--commit C] [--command CMD] [--fma-peak-tflops P] [--note TEXT]
 The CSV's '# key: value' lines (date, gpu, driver, commit, command, fma_peak_tflops, written by gpu_bench.sh) name the run;
 the options replace them (for a CSV without them). --docs writes the table, with that line, as
 this GPU's section of the GPU benchmark in that file (bench/performance_doc.py)."""
@@ -53,7 +53,7 @@ def table(cases):
         best, label = max((v[0], k) for k, v in c.items() if k not in ("sdpa", "flex"))
         label = "default" if label == "default" else f"`{label}`"
         d, fl = c["default"], c["flex"]
-        sdpa = f"{c['sdpa'][0]:.1f} ({c['sdpa'][1]:.0%})" if "sdpa" in c else "(cannot)"
+        sdpa = f"{c['sdpa'][0]:.1f} ({c['sdpa'][1]:.0%})" if "sdpa" in c else "(not run)"
         ratio = f"{d[0] / c['sdpa'][0]:.3f}" if "sdpa" in c else "–"
         lines.append(f"| {MASK_NAMES.get(key[0], key[0])} | {key[1]} | {key[2]} | {d[0]:.2f} ({d[1]:.1%}) | {best:.2f} ({label}) | "
                      f"{sdpa} | {fl[0]:.1f} | {ratio} | {d[0] / fl[0]:.2f} |")
@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--docs", help="write the table into this file (docs/performance.md) as this GPU's section")
     for key in KEYS:
         ap.add_argument(f"--{key.replace('_', '-')}", dest=key, help=f"the run's {key} (default: the CSV's '# {key}:' line)")
+    ap.add_argument("--note", help="a paragraph written below the table (what a reader must know about this run)")
     args = ap.parse_args()
     cases, about, torch = read_run(args.csv)
     for key in KEYS:
@@ -79,8 +80,10 @@ def main():
                 f"(kernels built with `-DATTN_GPU_BENCH=ON`, target `gpu_bench`); fp32, B = 4, H = 16; fp32 FMA peak "
                 f"measured in the same run (bench/gpu/fma_peak.cu): {about['fma_peak_tflops']} TFLOP/s; SDPA and "
                 f"FlexAttention from PyTorch {torch or 'unknown'}, TF32 off; FLOPs counted over the query-key pairs a mask "
-                f"keeps (causal: half); SDPA (cannot): no SDPA call computes that variant.")
+                f"keeps (causal: half); SDPA runs full and causal attention only.")
         body = f"### {about['gpu']}, {about['date']}\n\n{about_run}\n\n{text}"
+        if args.note:
+            body += f"\n{args.note}\n"
         performance_doc.write_section(KIND, about["gpu"], body, args.docs)
         print(f"(written into {args.docs})", file=sys.stderr)
 

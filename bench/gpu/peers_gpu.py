@@ -102,6 +102,10 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    # Each shape and mask is a compilation of its own: past dynamo's recompile limit (8 by default)
+    # flex_attention would fall back to its unfused implementation and time that instead.
+    torch._dynamo.config.recompile_limit = 1024
+    torch._dynamo.config.cache_size_limit = 1024
     flex = torch.compile(flex_attention, dynamic=False)
     global SLOPES
     SLOPES = alibi_slopes()
