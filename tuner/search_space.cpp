@@ -4,6 +4,7 @@
 #include <bit>
 #include <stdexcept>
 #include <string_view>
+#include "runtime/errors.hpp"
 
 namespace attn::tune {
 
@@ -50,7 +51,7 @@ const std::vector<axis>& gpu_axes() {
 template <class S>
 const gen::parameter<S>& parameter_of(const axis& ax) {
   const gen::parameter<S>* p = S::parameters().find(ax.parameter);
-  if (p == nullptr) throw std::logic_error("search space: the schedule has no parameter " + std::string(ax.parameter));
+  if (p == nullptr) throw internal_error("search space: the schedule has no parameter " + std::string(ax.parameter));
   return *p;
 }
 

@@ -86,9 +86,9 @@ class search {
     evaluate({"default", "default"}, r);
     const candidate& def = r.candidates.front();
     if (def.status != outcome::ok)
-      throw std::runtime_error("tuner: the default schedule failed (" + std::string(to_string(def.status)) + "): " + def.message);
+      throw compile_error("tuner: the default schedule failed (" + std::string(to_string(def.status)) + "): " + def.message);
     default_schedule_ = def.schedule;
-    if (def.schedule.empty()) throw std::runtime_error("tuner: the expression is not fused attention; nothing to tune");
+    if (def.schedule.empty()) throw compile_error("tuner: the expression is not fused attention; nothing to tune");
 
     std::vector<std::pair<std::string, std::string>> queue;  // (schedule, origin)
     for (const std::string& a : o_.autoschedulers) queue.emplace_back("auto=" + a, a);

@@ -68,6 +68,8 @@ struct tune_result {
   const candidate& default_candidate() const { return candidates.front(); }
 };
 
+// Throws attn::compile_error where the default schedule itself fails or the expression has no
+// fused attention to tune.
 tune_result tune(const ir::graph& g, const tune_options& o);
 
 template <dsl::expression E>
