@@ -176,7 +176,8 @@ void shared_memory() {
                 gpu::window_shared);
 }
 // The register-tile variant (shared=2): tiles of 16 and 32 keys and rows; sizes not multiples of
-// them (1, 7, 33, 257), batch 2, causal with the log-sum-exp, a window's band, softcap unstaged.
+// them (1, 7, 33, 257), batch 2, causal with the log-sum-exp, a window's band, softcap unstaged,
+// rows that keep no key.
 void register_tiles() {
   for (index t : {1, 7, 16, 33, 257})
     check_heads({"attention (full), shared=2", t == 33 ? 2 : 1, t, 32}, gpu::attention_tiled);
@@ -188,6 +189,11 @@ void register_tiles() {
   for (index t : {300, 1000})
     check_heads({"sliding window 256, shared=2", 1, t, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }},
                 gpu::window_tiled);
+  // Rows without a kept key (0..4: output 0, log-sum-exp -inf) in the blocks of rows with some.
+  for (index t : {3, 21, 100})
+    check_heads({"keys 0..i-5 (fully masked rows), shared=2, with lse", t == 21 ? 2 : 1, t, 16,
+                 [](index q, index kv, index) { return kv + 5 <= q; }},
+                gpu::masked_rows_tiled);
 }
 void generic() { check_heads({"attention, generic path, with lse", 2, 37, 16}, gpu::generic_attention); }
 
