@@ -189,6 +189,8 @@ void register_tiles() {
   for (index t : {300, 1000})
     check_heads({"sliding window 256, shared=2", 1, t, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }},
                 gpu::window_tiled);
+  // Dv = 12 over 8 threads: the state unpacked, 2 columns a thread, the last threads' past V's width.
+  for (index t : {5, 40}) check_heads({"causal, Dh = 12, shared=2 (state unpacked)", t == 40 ? 2 : 1, t, 12, keep_causal}, gpu::causal_unpacked_tiled);
   // Rows without a kept key (0..4: output 0, log-sum-exp -inf) in the blocks of rows with some.
   for (index t : {3, 21, 100})
     check_heads({"keys 0..i-5 (fully masked rows), shared=2, with lse", t == 21 ? 2 : 1, t, 16,
