@@ -54,19 +54,30 @@ class callees : public Internal::IRVisitor {
   std::set<std::string> skip_;
 };
 
+// The Func a call of `fn` reads: a product computed through a global wrapper (matmul_gpu_schedule)
+// is read from that wrapper.
+Func stored(const Internal::Function& fn) {
+  const auto wrapper = fn.wrappers().find("");
+  return wrapper != fn.wrappers().end() ? Func(Internal::Function(wrapper->second)) : Func(fn);
+}
+
+// A copy of a product's right operand (Kᵀ's key tile: keys innermost, as the product's columns) in
+// shared memory, read by `product`, computed at `at` by the block's tx × ty threads.
+void stage_right_operand(const stage& pw, const Func& product, const LoopLevel& at, int tx, int ty) {
+  Func operand = pw.right_operand;  // a handle: in() records the wrapper on the Func
+  Func staged = operand.in(product);
+  staged.compute_at(at);
+  on_block_threads(staged, tx, ty);
+}
+
 // Copies of V's key tile in shared memory, one per callee of P·V, computed by the block's threads.
 void stage_values(flash_step& st, const std::vector<ImageParam>& params, const LoopLevel& at, int dv_threads, int row_threads) {
   callees found({st.prob.name(), st.score.name(), st.pv.name()});  // (softmax-free: the score is P)
   const Tuple values = st.pv.update_values();
   for (const Expr& e : values.as_vector()) e.accept(&found);
   std::vector<Func> copies;
-  for (const auto& [name, fn] : Internal::find_direct_calls(st.pv.function())) {
-    if (!found.funcs.contains(name)) continue;
-    // A product computed through a global wrapper (matmul_gpu_schedule) is read from that wrapper.
-    const auto stored = fn.wrappers().find("");
-    Func source = stored != fn.wrappers().end() ? Func(Internal::Function(stored->second)) : Func(fn);
-    copies.push_back(source.in(st.pv));
-  }
+  for (const auto& [name, fn] : Internal::find_direct_calls(st.pv.function()))
+    if (found.funcs.contains(name)) copies.push_back(stored(fn).in(st.pv));
   for (ImageParam p : params)  // a handle: in() records the wrapper on the shared parameter
     if (found.images.contains(p.name())) copies.push_back(p.in(st.pv));
   for (Func c : copies) {
@@ -88,9 +99,7 @@ void schedule_pairwise(stage& st, const LoopLevel& at, const flash_gpu_schedule&
   if (partial) st.func.align_bounds(st.vars[0], s.threads);
   on_block_threads(st.func, s.threads, s.q_tile);
   if (st.kind == stage::product && s.stage_k && !partial && st.right_operand.defined()) {
-    Func staged = st.right_operand.in(st.func);  // Kᵀ's tile: keys innermost, as the product's columns
-    staged.compute_at(at);
-    on_block_threads(staged, s.threads, s.q_tile);
+    stage_right_operand(st, st.func, at, s.threads, s.q_tile);
   } else if (st.kind == stage::softmax_row) {
     for (Func helper : {st.row_max, st.row_exp, st.row_sum}) {
       helper.compute_at(at);
@@ -269,11 +278,7 @@ void tile_product(stage& pw, const LoopLevel& at, const flash_gpu_schedule& s, b
   product.compute_at(scores, Var(pw.vars[0].name() + "_t"));
   register_tile(product, pw.vars[0], pw.vars[1], keys, s.thread_rows, in_thread);
   register_tile(product.update(), pw.vars[0], pw.vars[1], keys, s.thread_rows, in_thread, {pw.reduction.x});
-  if (s.stage_k && !partial && pw.right_operand.defined()) {
-    Func staged = pw.right_operand.in(product);  // Kᵀ's tile: keys innermost, as the product's columns
-    staged.compute_at(at);
-    on_block_threads(staged, s.threads, row_threads(s));
-  }
+  if (s.stage_k && !partial && pw.right_operand.defined()) stage_right_operand(pw, product, at, s.threads, row_threads(s));
   // Storage of a tile's size (bound_per_tile says why), a thread's product of its register tile's:
   // a constant size, so registers, also where a partial tile's keys are not known to fill it.
   for (std::size_t k = 2; k < pw.vars.size(); ++k) {
@@ -373,11 +378,7 @@ void stage_left_operand(flash_funcs& f, const std::vector<ImageParam>& params, c
       if (p.name() == *images.begin()) staged = p.in(products);
   } else {
     for (const auto& [name, fn] : Internal::find_direct_calls(products.front().function()))
-      if (name == *funcs.begin()) {
-        const auto stored = fn.wrappers().find("");  // a product computed through a global wrapper
-        Func source = stored != fn.wrappers().end() ? Func(Internal::Function(stored->second)) : Func(fn);
-        staged = source.in(products);
-      }
+      if (name == *funcs.begin()) staged = stored(fn).in(products);
   }
   if (!staged.defined() || staged.args().size() < 2) return;
   const std::vector<Var> a = staged.args();
