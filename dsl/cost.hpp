@@ -123,6 +123,9 @@ constexpr cost_report cost(const ir::graph& g) {
     } else if (n.kind == op::softmax) {
       s.work = elements;
       s.flops = elements * 5;
+    } else if (n.kind == op::sum_to || n.kind == op::sum_groups || n.kind == op::scatter_add) {
+      s.work = monomial(1, g.at(n.args[0]).shape);  // one addition per element summed
+      s.flops = s.work;
     } else if (ir::is_elementwise(n.kind)) {
       // A mask costs its predicate's ops plus the select to -inf; a modifier replaces each
       // score by f, so it costs f's ops only.
@@ -131,7 +134,7 @@ constexpr cost_report cost(const ir::graph& g) {
       else if (n.kind == op::modify) s.flops = elements * detail::count_elementwise(g, n.args[1]);
       else s.flops = elements;
     } else {
-      continue;  // layout only: transpose, split/concat/repeat heads, unsqueeze
+      continue;  // layout only: transpose, split/concat/repeat heads, unsqueeze, squeeze, store
     }
     for (int a : n.args) s.bytes += detail::bytes_of(g.at(a).shape);
     s.bytes += detail::bytes_of(n.shape);

@@ -9,6 +9,7 @@
 #include "heads.hpp"
 #include "linear.hpp"
 #include "gather.hpp"
+#include "gradient.hpp"
 #include "attention_gym.hpp"
 #include "masks.hpp"
 #include "printer.hpp"

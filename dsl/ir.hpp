@@ -32,7 +32,14 @@ enum class op {
   split_heads, concat_heads, unsqueeze,
   repeat_heads,  // (.., G, T, D) -> (.., H, T, D): query head h reads group h / (H / G) (GQA, MQA)
   gather,        // args: a tensor, then one scalar index per dim (clamped to the edges)
-  last = gather,  // the last op: op_table below has a row for each op up to here
+  // made by differentiation (gradient.hpp), never written in an expression
+  bind,         // args: scores S, f: f at each index of S, the placeholders bound there, `score` = S unmasked
+  sum_to,       // args: x: x summed over the axes it broadcasts over to reach this node's shape (and batch)
+  sum_groups,   // args: x (.., H, T, D) -> (.., G, T, D): the sum over each group's heads (repeat_heads' adjoint)
+  squeeze,      // args: x: x without its size-1 axis `param` (unsqueeze's adjoint)
+  scatter_add,  // args: c, then one index per dim: a tensor shaped like gather's, += c at each index (gather's adjoint)
+  store,        // args: x: x computed into a buffer of its own, read by several products
+  last = store,  // the last op: op_table below has a row for each op up to here
 };
 
 // What the layers below the DSL know about an op, said once: one row per op, in the enum's order
@@ -92,6 +99,12 @@ inline constexpr op_traits op_table[] = {
     {.kind = op::unsqueeze, .name = "unsqueeze"},
     {.kind = op::repeat_heads, .name = "repeat_heads"},
     {.kind = op::gather, .name = "gather"},
+    {.kind = op::bind, .name = "bind", .elementwise = true},
+    {.kind = op::sum_to, .name = "sum_to", .materialised = true},
+    {.kind = op::sum_groups, .name = "sum_groups", .materialised = true},
+    {.kind = op::squeeze, .name = "squeeze"},
+    {.kind = op::scatter_add, .name = "scatter_add", .materialised = true},
+    {.kind = op::store, .name = "store", .materialised = true},
 };
 
 static_assert(std::size(op_table) == static_cast<std::size_t>(op::last) + 1, "ir::op_table: one row per ir::op");
@@ -113,8 +126,10 @@ constexpr bool normalises(op k) { return traits(k).normalises; }
 
 enum class placeholder { score, q_idx, kv_idx, head };
 
-// How a matmul reads to a human and in the cost table.
-enum class product_kind { matmul, project, combine };
+// How a matmul reads to a human and in the cost table. `weighted`: a left term of exactly 0
+// never touches the right operand (0·NaN is 0), as attention weights combine values; the
+// gradient's products by score gradients, which are 0 at masked pairs, are weighted.
+enum class product_kind { matmul, project, combine, weighted };
 
 struct dim {
   std::string_view name;  // names live in the expression types' static storage
@@ -140,14 +155,22 @@ struct graph {
   std::vector<node> nodes;
   int root = -1;
   std::vector<int> terminals;  // call order: inputs, weights, integer inputs; each by first appearance
+  // More results after the root, in order (a gradient graph: one per differentiated tensor).
+  std::vector<int> more_outputs;
 
   constexpr const node& at(int i) const { return nodes[static_cast<std::size_t>(i)]; }
   constexpr const node& output() const { return at(root); }
+  // Every result: the root, then more_outputs.
+  constexpr std::vector<int> outputs() const {
+    std::vector<int> o{root};
+    o.insert(o.end(), more_outputs.begin(), more_outputs.end());
+    return o;
+  }
 };
 
 // A matmul's product_kind, as it reads to a human and in the cost table.
 constexpr std::string_view product_name(const node& matmul) {
-  constexpr std::string_view names[] = {"matmul", "project", "combine"};
+  constexpr std::string_view names[] = {"matmul", "project", "combine", "weighted"};
   return names[matmul.param];
 }
 
@@ -197,7 +220,9 @@ inline std::string serialize(const graph& g) {
       s += std::string(d.name) + "=" + std::to_string(d.size) + "/" + std::to_string(static_cast<int>(d.role)) + ",";
     s += "};";
   }
-  return s + "root=" + std::to_string(g.root);
+  s += "root=" + std::to_string(g.root);
+  for (int o : g.more_outputs) s += "," + std::to_string(o);
+  return s;
 }
 
 }  // namespace attn::ir

@@ -4,6 +4,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include "gradient.hpp"
 #include "to_ir.hpp"
 
 namespace attn::dsl {
@@ -24,10 +25,25 @@ inline std::string number(double v) {
   return buf;
 }
 
-inline printed print(const ir::graph& g, int i) {
+// "(T, Dk)"; with bindings also the sizes known: "(T=4, Dk=8)".
+inline std::string shape_text(const std::vector<ir::dim>& s, std::span<const dim_binding> bindings = {}) {
+  std::string t = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    std::int64_t size = s[i].size;
+    for (const dim_binding& b : bindings)
+      if (b.name == s[i].name) size = b.size;
+    t += (i ? ", " : "") + std::string(s[i].name);
+    if (!bindings.empty() && size > 0) t += "=" + std::to_string(size);
+  }
+  return t + ")";
+}
+
+// `names`, if given: nodes printed by a name of their own (a let-bound value), except `defining`.
+inline printed print(const ir::graph& g, int i, const std::vector<std::string>* names = nullptr, int defining = -1) {
   using ir::op;
   const ir::node& n = g.at(i);
-  auto arg = [&](std::size_t k) { return print(g, n.args[k]); };
+  if (names != nullptr && i != defining && !(*names)[static_cast<std::size_t>(i)].empty()) return {(*names)[static_cast<std::size_t>(i)], 10};
+  auto arg = [&](std::size_t k) { return print(g, n.args[k], names); };
   auto infix = [&](const char* sym, int prec) {
     return printed{wrap(arg(0), prec) + sym + wrap(arg(1), prec + 1), prec};
   };
@@ -54,7 +70,7 @@ inline printed print(const ir::graph& g, int i) {
     case op::sub: return infix(" - ", 6);
     case op::mul:
       if (g.at(n.args[1]).kind == op::rsqrt)  // scale(S, rsqrt(D)) reads S/√D
-        return {wrap(arg(0), 7) + "/√" + wrap(print(g, g.at(n.args[1]).args[0]), 9), 7};
+        return {wrap(arg(0), 7) + "/√" + wrap(print(g, g.at(n.args[1]).args[0], names), 9), 7};
       return infix("·", 7);
     case op::div: return infix("/", 7);
     case op::mod: return infix(" mod ", 7);
@@ -81,26 +97,58 @@ inline printed print(const ir::graph& g, int i) {
       return {s + ")", 10};
     }
     case op::unsqueeze: return {"unsqueeze(" + arg(0).text + ", " + std::to_string(n.param) + ")", 10};
+    case op::squeeze: return {"squeeze(" + arg(0).text + ", " + std::to_string(n.param) + ")", 10};
+    case op::bind: return {"at(" + arg(0).text + " | " + arg(1).text + ")", 10};
+    case op::sum_to: return {"sum_to" + shape_text(n.shape) + "(" + arg(0).text + ")", 10};
+    case op::sum_groups: return {"sum_groups(" + arg(0).text + ", " + std::string(n.shape[n.shape.size() - 3].name) + ")", 10};
+    case op::store: return arg(0);
+    case op::scatter_add: {
+      std::string s = "scatter_add" + shape_text(n.shape) + "(" + arg(0).text;
+      for (std::size_t k = 1; k < n.args.size(); ++k) s += ", " + arg(k).text;
+      return {s + ")", 10};
+    }
   }
   return {"?", 10};
 }
 
-// "(T, Dk)"; with bindings also the sizes known: "(T=4, Dk=8)".
-inline std::string shape_text(const std::vector<ir::dim>& s, std::span<const dim_binding> bindings = {}) {
-  std::string t = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    std::int64_t size = s[i].size;
-    for (const dim_binding& b : bindings)
-      if (b.name == s[i].name) size = b.size;
-    t += (i ? ", " : "") + std::string(s[i].name);
-    if (!bindings.empty() && size > 0) t += "=" + std::to_string(size);
+// A graph with several outputs (a gradient graph, gradient.hpp) as lines: its shared values first,
+// each once (P1 = softmax(...): probabilities; G1 = ...: stored or summed values), then one line
+// per output (d_q = ...: the gradient of tensor q).
+inline std::string multi_output_text(const ir::graph& g) {
+  std::vector<std::string> names(g.nodes.size());
+  std::vector<char> used(g.nodes.size(), 0);
+  for (int o : g.outputs()) used[static_cast<std::size_t>(o)] = 1;
+  for (int i = static_cast<int>(g.nodes.size()) - 1; i >= 0; --i)
+    if (used[static_cast<std::size_t>(i)])
+      for (int a : g.at(i).args) used[static_cast<std::size_t>(a)] = 1;
+  std::string text;
+  int probabilities = 0, values = 0;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::op k = g.nodes[i].kind;
+    if (!used[i]) continue;
+    if (k == ir::op::softmax) names[i] = "P" + std::to_string(++probabilities);
+    else if (k == ir::op::store || k == ir::op::sum_to || k == ir::op::sum_groups || k == ir::op::scatter_add)
+      names[i] = "G" + std::to_string(++values);
+    else continue;
+    text += names[i] + " = " + print(g, static_cast<int>(i), &names, static_cast<int>(i)).text + "\n";
   }
-  return t + ")";
+  std::vector<int> outputs = g.outputs();
+  std::size_t next = 0;
+  for (int t : g.terminals) {
+    const ir::node& n = g.at(t);
+    if (n.kind == ir::op::int_input || n.name == ir::output_gradient_name || next == outputs.size()) continue;
+    text += "d_" + std::string(n.name) + " = " + print(g, outputs[next++], &names).text + "\n";
+  }
+  return text;
 }
 
 }  // namespace detail
 
-inline std::string to_string(const ir::graph& g) { return detail::print(g, g.root).text; }
+// The expression as math text; a gradient graph (or any with several outputs) as lines
+// (detail::multi_output_text).
+inline std::string to_string(const ir::graph& g) {
+  return g.more_outputs.empty() && !ir::is_gradient(g) ? detail::print(g, g.root).text : detail::multi_output_text(g);
+}
 
 template <well_shaped_expression E>
 std::string to_string(const E& e) {

@@ -48,9 +48,25 @@ void schedule_cpu(lowered& l, const Target& target) {
       case lowered::stage::product: {
         // Register-tiled (matmul_schedule.hpp); the product then lives in the returned Func.
         const Func stored = apply_matmul_schedule(st, default_matmul_schedule(shape_of(st), target));
-        if (f.name() == l.output.name()) l.output = stored;
+        if (st.right_finite.defined()) {  // the plain product where the right operand is finite
+          st.right_finite.compute_root();
+          f.update().specialize(st.right_finite());
+        }
+        replace_output(l, f, stored);
         break;
       }
+      case lowered::stage::sum:
+        // Every element its own sum: elements in parallel, vectors of them through the sum.
+        vectorize_and_parallelize(f, v, vec);
+        if (!v.empty()) {
+          f.update().vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+          if (v.size() >= 2) f.update().parallel(v.back());
+        }
+        break;
+      case lowered::stage::scatter:
+        vectorize_and_parallelize(f, v, vec);
+        f.update().unscheduled();  // one serial pass (stage.hpp)
+        break;
       case lowered::stage::softmax_row: {
         f.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
         // The row's helpers computed per row (at a row of one loop fused with heads and batch,

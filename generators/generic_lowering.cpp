@@ -168,6 +168,17 @@ Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placehol
       c.erase(c.begin() + n.param);
       return value(n.args[0], c, ph);
     }
+    case op::squeeze: {
+      std::vector<Expr> c = idx;
+      c.insert(c.begin() + n.param, 0);
+      return value(n.args[0], c, ph);
+    }
+    case op::bind: {  // f at idx, with the placeholders of the scores at idx (`score`: unmasked, as modify reads it)
+      int inner = n.args[0];
+      while (s_.g.at(inner).kind == op::mask) inner = s_.g.at(inner).args[0];
+      return arg(n, 1, idx, score_placeholders(n, idx, value(inner, s_.broadcast_index(inner, idx), {})));
+    }
+    case op::sum_to: case op::sum_groups: case op::scatter_add: case op::store: break;  // materialised
   }
   throw std::logic_error("lower: no rule for op " + std::string(ir::op_name(n.kind)));
 }
@@ -201,6 +212,21 @@ Func generic_lowering::func(int i) {
     case ir::op::softmax:
       define_softmax(n, f, vars, st);
       st.kind = stage::softmax_row;
+      break;
+    case ir::op::sum_to:
+      define_sum_to(n, f, idx);
+      st.kind = stage::sum;
+      break;
+    case ir::op::sum_groups:
+      define_sum_groups(n, f, idx);
+      st.kind = stage::sum;
+      break;
+    case ir::op::scatter_add:
+      define_scatter_add(n, f, idx);
+      st.kind = stage::scatter;
+      break;
+    case ir::op::store:
+      f(s_.args_of(n, idx)) = value(n.args[0], idx, {});
       break;
     default: throw std::logic_error("lower: no rule for materialised op " + std::string(ir::op_name(n.kind)));
   }
@@ -286,8 +312,35 @@ RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vec
   if (softmax_free != s_.softmax_free.end()) a = kept_weight(kept_by_chain(softmax_free->second, ia), a);
   // Weights · values: a key with weight 0 (masked) has no influence, even a NaN value.
   const bool weights = ir::normalises(s_.g.at(n.args[0]).kind) || softmax_free != s_.softmax_free.end();
-  f(s_.args_of(n, idx)) += product_term(a, b, weights);
+  if (n.param == static_cast<int>(ir::product_kind::weighted)) {
+    // The guard against 0·NaN only matters where the right operand holds a NaN or an inf: a check
+    // of it, once per call, lets the schedule run the plain product otherwise (stage::right_finite).
+    st.right_finite = all_finite(n.args[1]);
+    f(s_.args_of(n, idx)) = accumulate_weighted(f(s_.args_of(n, idx)), a, b, st.right_finite());
+  } else {
+    f(s_.args_of(n, idx)) += product_term(a, b, weights);
+  }
   return k;
+}
+
+// () true when every element of node i is finite: the largest exponent field below all ones.
+Func generic_lowering::all_finite(int i) {
+  const ir::node& x = s_.g.at(i);
+  Region all;
+  for (const ir::dim& d : x.shape) all.emplace_back(0, s_.extent(d.name, d.size));
+  if (x.batched) all.emplace_back(0, s_.batch_extent());
+  Func finite("all_finite" + std::to_string(s_.count++));
+  if (all.empty()) {
+    finite() = exponent_field(value(i, {}, {})) < Expr(exponent_of_nonfinite);
+    return finite;
+  }
+  RDom r(all, "element");
+  std::vector<Expr> at;
+  for (std::size_t k = 0; k < x.shape.size(); ++k) at.push_back(r[static_cast<int>(k)]);
+  Expr e = exponent_field(value(i, at, {}));
+  if (x.batched) e = Internal::substitute(s_.batch.name(), r[static_cast<int>(x.shape.size())], e);
+  finite() = maximum(e) < Expr(exponent_of_nonfinite);
+  return finite;
 }
 
 // The softmax over the last axis (nonfinite_lowering.hpp), and with lowering_options::with_lse
@@ -302,6 +355,81 @@ void generic_lowering::define_softmax(const ir::node& n, Func& f, const std::vec
   define_safe_softmax(f, s_.args_of(n, idx), s_.args_of(n, at_k), s_.args_of(n, row), x, x_k, st);
   if (s_.options.with_lse && s_.tile.pairwise == nullptr && !s_.out.lse.defined())
     define_lse(s_, n, s_.halide_vars({vars.begin(), vars.end() - 1}, n.batched), x_k);
+}
+
+}  // namespace attn::gen
+
+namespace attn::gen {
+
+// x summed over the axes it broadcasts over to reach n: its leading axes past n's rank, n's unit
+// axes where x's is not, and the batch when n has none.
+void generic_lowering::define_sum_to(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const ir::node& x = s_.g.at(n.args[0]);
+  const std::size_t lead = x.shape.size() - n.shape.size();
+  Region summed;
+  std::vector<std::size_t> axes;
+  for (std::size_t k = 0; k < x.shape.size(); ++k)
+    if (k < lead || (n.shape[k - lead].role == ir::dim_role::unit && x.shape[k].role != ir::dim_role::unit)) {
+      axes.push_back(k);
+      summed.emplace_back(0, s_.extent(x.shape[k].name, x.shape[k].size));
+    }
+  const bool batch = x.batched && !n.batched;
+  if (batch) summed.emplace_back(0, s_.batch_extent());
+  std::vector<Expr> at(x.shape.size());
+  for (std::size_t k = lead; k < x.shape.size(); ++k) at[k] = idx[k - lead];
+  f(s_.args_of(n, idx)) = 0.0f;
+  if (summed.empty()) {
+    f(s_.args_of(n, idx)) += value(n.args[0], at, {});
+    return;
+  }
+  RDom r(summed, "sum");
+  for (std::size_t j = 0; j < axes.size(); ++j) at[axes[j]] = r[static_cast<int>(j)];
+  Expr v = value(n.args[0], at, {});
+  if (batch) v = Internal::substitute(s_.batch.name(), r[static_cast<int>(axes.size())], v);
+  f(s_.args_of(n, idx)) += v;
+}
+
+// (.., G, T, D) from (.., H, T, D): group g sums the heads g·(H/G) ... (g+1)·(H/G) - 1 (repeat_heads' order).
+void generic_lowering::define_sum_groups(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const ir::node& x = s_.g.at(n.args[0]);
+  const std::size_t h = n.shape.size() - 3;
+  const auto per_group = static_cast<int>(x.shape[h].size / n.shape[h].size);
+  RDom j(0, per_group, "head");
+  std::vector<Expr> at = idx;
+  at[h] = idx[h] * per_group + j;
+  f(s_.args_of(n, idx)) = 0.0f;
+  f(s_.args_of(n, idx)) += value(n.args[0], at, {});
+}
+
+// A table shaped like gather's tensor, each element the sum of the contributions c at the places
+// that gathered it (the indices clamped as gather clamps them). One serial pass in a fixed
+// order: the same sums, bitwise, for any thread count.
+void generic_lowering::define_scatter_add(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const ir::node& c = s_.g.at(n.args[0]);
+  Region domain;
+  for (const ir::dim& d : c.shape) domain.emplace_back(0, s_.extent(d.name, d.size));
+  const bool batch = c.batched && !n.batched;
+  if (batch) domain.emplace_back(0, s_.batch_extent());
+  f(s_.args_of(n, idx)) = 0.0f;
+  std::vector<Expr> at_c;
+  RDom r;
+  if (!domain.empty()) {
+    r = RDom(domain, "gathered");
+    for (std::size_t k = 0; k < c.shape.size(); ++k) at_c.push_back(r[static_cast<int>(k)]);
+  }
+  const placeholders ph = c.shape.size() >= 2 ? score_placeholders(c, at_c, Expr()) : placeholders{};
+  std::vector<Expr> at;
+  for (std::size_t k = 0; k < n.shape.size(); ++k) {
+    const Expr last = s_.extent(n.shape[k].name, n.shape[k].size) - 1;
+    at.push_back(clamp(cast(Int(32), value(n.args[k + 1], {}, ph)), 0, last));
+  }
+  Expr v = value(n.args[0], at_c, {});
+  if (batch) {  // the contributions and the indices (which may read per-sequence tensors) at the summed batch
+    const Expr b = r[static_cast<int>(c.shape.size())];
+    v = Internal::substitute(s_.batch.name(), b, v);
+    for (Expr& a : at) a = Internal::substitute(s_.batch.name(), b, a);
+  }
+  f(s_.args_of(n, at)) += v;
 }
 
 }  // namespace attn::gen

@@ -39,6 +39,10 @@ class generic_lowering {
   Halide::Expr right_operand(const ir::node& n, const std::vector<Halide::Expr>& ib, stage& st);
   Halide::RDom define_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx, stage& st);
   void define_softmax(const ir::node& n, Halide::Func& f, const std::vector<Halide::Var>& vars, stage& st);
+  Halide::Func all_finite(int i);
+  void define_sum_to(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  void define_sum_groups(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  void define_scatter_add(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
 
   lowering_state& s_;
 };

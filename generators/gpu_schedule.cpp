@@ -12,11 +12,17 @@ void schedule_gpu(lowered& l, const Target&) {
     switch (st.kind) {
       case lowered::stage::layout:
       case lowered::stage::row_reduction:  // with_lse's row max and sum
+      case lowered::stage::sum:            // a thread per element sums it
         gpu_root(st.func);
         break;
+      case lowered::stage::scatter:  // one serial pass in a fixed order (stage.hpp), on one GPU thread
+        gpu_root(st.func, false);
+        st.func.update().gpu_single_thread();
+        break;
       case lowered::stage::product: {
+        if (st.right_finite.defined()) st.right_finite.compute_root();
         const Func stored = apply_matmul_gpu_schedule(st, default_matmul_gpu_schedule(shape_of(st)));
-        if (st.func.name() == l.output.name()) l.output = stored;
+        replace_output(l, st.func, stored);
         break;
       }
       case lowered::stage::softmax_row:

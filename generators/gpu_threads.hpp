@@ -39,8 +39,9 @@ inline void on_block_threads(Halide::Func f, int tx, int ty) {
 }
 
 // A Func computed at root as its own kernels: blocks of 32 × 8 threads over its first two args,
-// the other args fused into a third block dim; reductions serial inside each thread.
-inline void gpu_root(Halide::Func f) {
+// the other args fused into a third block dim; reductions serial inside each thread. With
+// updates false, its update definitions are left to the caller.
+inline void gpu_root(Halide::Func f, bool updates = true) {
   using Halide::TailStrategy;
   f.compute_root();
   const std::vector<Halide::Var> a = f.args();
@@ -62,7 +63,8 @@ inline void gpu_root(Halide::Func f) {
     s.gpu_threads(tx, ty);
   };
   one(f);
-  for (int u = 0; u < f.num_update_definitions(); ++u) one(f.update(u));
+  if (updates)
+    for (int u = 0; u < f.num_update_definitions(); ++u) one(f.update(u));
 }
 
 }  // namespace attn::gen

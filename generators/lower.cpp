@@ -1,5 +1,6 @@
 #include "lower.hpp"
 
+#include <set>
 #include <utility>
 #include "generic_lowering.hpp"
 #include "lowering_state.hpp"
@@ -20,21 +21,36 @@ std::vector<Expr> halide_args(const std::vector<Expr>& row_major, const Expr& ba
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options) {
   lowering_state s(g, bound, options);
   generic_lowering rules(s);
-  const ir::node& root = g.output();
-  s.out.output_batched = root.batched;
-  if (ir::is_materialised(root.kind)) {
-    s.out.output = rules.func(g.root);
-  } else {
-    auto [f, vars] = s.new_func("output", root);
-    f(s.args_of(root, as_exprs(vars))) = rules.value(g.root, as_exprs(vars), {});
-    s.out.stages.push_back({f, s.halide_vars(vars, root.batched), stage::layout, {}, {}, {}, {}, s.static_extents(root), {}});
-    s.out.output = f;
+  s.out.output_batched = g.output().batched;
+  std::set<int> taken;  // a node that is two outputs is copied for the second
+  for (int o : g.outputs()) {
+    const ir::node& n = g.at(o);
+    Func result;
+    // A sum (or a scatter) is copied into its output: as the output itself, its vectorised update
+    // read the caller's buffer with aligned vector loads, which fault on a tensor aligned to 16 bytes.
+    const bool sum = n.kind == ir::op::sum_to || n.kind == ir::op::sum_groups || n.kind == ir::op::scatter_add;
+    if (ir::is_materialised(n.kind) && !sum && taken.insert(o).second) {
+      result = rules.func(o);
+    } else {
+      auto [f, vars] = s.new_func("output", n);
+      f(s.args_of(n, as_exprs(vars))) = rules.value(o, as_exprs(vars), {});
+      s.out.stages.push_back({f, s.halide_vars(vars, n.batched), stage::layout, {}, {}, {}, {}, s.static_extents(n), {}});
+      result = f;
+    }
+    if (o == g.root && !s.out.output.defined()) s.out.output = result;
+    else s.out.more_outputs.push_back(result);
   }
   if (const int w = ir::weights_softmax(g); w >= 0 && !options.fused) {
     s.out.weights = rules.func(w);
     s.out.weights_batched = g.at(w).batched;
   }
   return std::move(s.out);
+}
+
+void replace_output(lowered& l, const Func& old, const Func& now) {
+  if (l.output.name() == old.name()) l.output = now;
+  for (Func& f : l.more_outputs)
+    if (f.name() == old.name()) f = now;
 }
 
 }  // namespace attn::gen

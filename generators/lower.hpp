@@ -23,6 +23,7 @@ namespace attn::gen {
 struct lowered {
   std::vector<Halide::ImageParam> params;  // one per terminal, in call order, each with a batch dim
   Halide::Func output;                     // args: innermost first, then batch (if batched)
+  std::vector<Halide::Func> more_outputs;  // ir::graph::more_outputs, in order (a gradient graph's)
   Halide::Func weights;                    // ir::weights_softmax; undefined if there is none
   bool output_batched = false, weights_batched = false;
   // With lowering_options::with_lse: the one softmax's log-sum-exp per row, (rows innermost
@@ -56,6 +57,10 @@ struct lowering_options {
 };
 
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options = {});
+
+// A schedule that moves an output Func's result into another Func (a product's stored copy) makes
+// that one the output.
+void replace_output(lowered& l, const Halide::Func& old, const Halide::Func& now);
 
 // Row-major indices (outermost first) -> Halide argument order (innermost first), then batch.
 std::vector<Halide::Expr> halide_args(const std::vector<Halide::Expr>& row_major, const Halide::Expr& batch, bool batched);

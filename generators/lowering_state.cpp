@@ -54,6 +54,12 @@ Expr lowering_state::extent(std::string_view name, std::int64_t size) const {
   throw std::logic_error("dim " + std::string(name) + " appears in no tensor");
 }
 
+Expr lowering_state::batch_extent() const {
+  for (int t : g.terminals)
+    if (g.at(t).batched) return params.at(t).dim(static_cast<int>(g.at(t).shape.size())).extent();
+  throw std::logic_error("a batched node, but no batched tensor");
+}
+
 std::vector<std::int64_t> lowering_state::static_extents(const ir::node& n) const {
   std::vector<std::int64_t> e;
   for (auto d = n.shape.rbegin(); d != n.shape.rend(); ++d) {

@@ -49,6 +49,8 @@ struct lowering_state {
   std::vector<Halide::Expr> args_of(const ir::node& n, const std::vector<Halide::Expr>& row_major) const;
   // The extent of a dim: static, bound at jit time, or read off the first tensor that has it.
   Halide::Expr extent(std::string_view name, std::int64_t size) const;
+  // The batch's size, read off the first batched tensor.
+  Halide::Expr batch_extent() const;
   // A node's dim sizes known when compiling (static or bound), in Halide order; 0 for run-time ones.
   std::vector<std::int64_t> static_extents(const ir::node& n) const;
   // Index a child of rank <= parent's: it takes the trailing indices; size-1 axes read index 0.

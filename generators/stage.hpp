@@ -10,13 +10,18 @@ struct stage {
   Halide::Func func;
   std::vector<Halide::Var> vars;  // innermost first, batch last
   // row_reduction: a value per softmax row from row_max and row_sum, computed per row (the log-sum-exp).
-  enum kind_t { product, softmax_row, layout, row_reduction } kind;
+  // sum: a sum over an RDom (update) into each element; scatter: a sum into elements the
+  // data picks (gather's adjoint), one serial pass so that its order is fixed.
+  enum kind_t { product, softmax_row, layout, row_reduction, sum, scatter } kind;
   Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
   Halide::RDom reduction;                   // products: the contracted dim
   std::vector<std::int64_t> extents;        // per var, as vars: the size if fixed when compiling, else 0
   // Products (.., M, K)·(.., K, N): the right operand when it is a Func of its own (Kᵀ in Q·Kᵀ).
   // Its innermost dim is the output's (the keys), so a schedule may stage it per tile.
   Halide::Func right_operand{};
+  // Weighted products (ir::product_kind::weighted): () true when the right operand is all finite,
+  // where the guard against 0·NaN can go (a schedule may specialise on it).
+  Halide::Func right_finite{};
   // Products in a fused tile whose right operand is a transpose: a copy of it, computed per key
   // tile, read where flash_funcs::few_queries holds (the shared right_operand elsewhere).
   Halide::Func tile_transpose{};

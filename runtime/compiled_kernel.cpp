@@ -118,6 +118,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     std::vector<Halide::Func> results{p->lowered.output};
     if (o.with_weights) results.push_back(p->lowered.weights);
     if (o.with_lse) results.push_back(p->lowered.lse);
+    results.insert(results.end(), p->lowered.more_outputs.begin(), p->lowered.more_outputs.end());
     p->pipeline = Halide::Pipeline(results);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     // An autoscheduler's search runs only when its kernel is compiled, not when the disk cache has it.
@@ -142,6 +143,8 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->names.emplace_back(p->lowered.output.name(), "output");
     if (o.with_weights) p->names.emplace_back(p->lowered.weights.name(), "weights");
     if (o.with_lse) p->names.emplace_back(p->lowered.lse.name(), "lse");
+    for (std::size_t k = 0; k < p->lowered.more_outputs.size(); ++k)
+      p->names.emplace_back(p->lowered.more_outputs[k].name(), "output " + std::to_string(k + 1));
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());
   } catch (const std::invalid_argument& e) {  // an autoscheduler without sizes
@@ -199,7 +202,7 @@ outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
   const ir::graph& g = impl_->graph;
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
   // Before allocating: the outputs this call allocates and the kernel's intermediates.
-  std::vector<int> allocated{g.root};
+  std::vector<int> allocated = g.outputs();
   if (impl_->options.with_weights) allocated.push_back(ir::weights_softmax(g));
   detail::check_memory(detail::estimate_memory(g, call, allocated, impl_->materialised),
                        impl_->target.maximum_buffer_size());
@@ -214,39 +217,49 @@ outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
     out.lse = tensor<float>(lse_sizes(g, call));
     lse_view = out.lse.view();
   }
+  std::vector<tensor_view> more_views;
+  for (int o : g.more_outputs) more_views.push_back(out.more.emplace_back(detail::result_sizes(g.at(o), call)).view());
   run_into(inputs, out.output.view(), impl_->options.with_weights ? &weights_view : nullptr,
-           impl_->options.with_lse ? &lse_view : nullptr);
+           impl_->options.with_lse ? &lse_view : nullptr, more_views);
   return out;
 }
 
 void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,
-                               const tensor_view* lse) const {
+                               const tensor_view* lse, std::span<const tensor_view> more) const {
   const ir::graph& g = impl_->graph;
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
-  detail::check_output("output", output, detail::result_sizes(g.output(), call));
-  const int softmax = ir::weights_softmax(g);
-  if (weights != nullptr) {
-    if (!impl_->options.with_weights) throw argument_error("weights requested, but the kernel was compiled without with_weights");
-    detail::check_output("weights", *weights, detail::result_sizes(g.at(softmax), call));
-  } else if (impl_->options.with_weights) {
+  if (weights != nullptr && !impl_->options.with_weights)
+    throw argument_error("weights requested, but the kernel was compiled without with_weights");
+  if (weights == nullptr && impl_->options.with_weights)
     throw argument_error("this kernel was compiled with_weights: pass a weights tensor too");
-  }
-  if (lse != nullptr) {
-    if (!impl_->options.with_lse) throw argument_error("lse requested, but the kernel was compiled without with_lse");
-    detail::check_output("lse", *lse, lse_sizes(g, call));
-  } else if (impl_->options.with_lse) {
+  if (lse != nullptr && !impl_->options.with_lse) throw argument_error("lse requested, but the kernel was compiled without with_lse");
+  if (lse == nullptr && impl_->options.with_lse)
     throw argument_error("this kernel was compiled with_lse: pass an lse tensor too (into_with_lse) or call run()");
+  if (more.size() != g.more_outputs.size())
+    throw argument_error("this kernel has " + std::to_string(g.more_outputs.size() + 1) + " outputs: got " +
+                         std::to_string(more.size() + 1));
+  // Every output the call writes, in the pipeline's order: output, weights, lse, the more outputs.
+  struct result {
+    std::string name;
+    const ir::node* node;
+    std::vector<std::int64_t> sizes;
+    const tensor_view* view;
+  };
+  std::vector<result> results{{"output", &g.output(), detail::result_sizes(g.output(), call), &output}};
+  const int softmax = ir::weights_softmax(g);
+  if (weights != nullptr) results.push_back({"weights", &g.at(softmax), detail::result_sizes(g.at(softmax), call), weights});
+  if (lse != nullptr) results.push_back({"lse", &g.at(softmax), lse_sizes(g, call), lse});
+  for (std::size_t k = 0; k < more.size(); ++k) {
+    const ir::node& n = g.at(g.more_outputs[k]);
+    results.push_back({"output " + std::to_string(k + 1), &n, detail::result_sizes(n, call), &more[k]});
   }
-  detail::check_no_self_overlap("output 'output'", output);
-  if (weights != nullptr) {
-    detail::check_no_self_overlap("output 'weights'", *weights);
-    if (detail::may_overlap(output, *weights)) throw argument_error("output 'output' and output 'weights' overlap in memory");
-  }
-  if (lse != nullptr) {
-    detail::check_no_self_overlap("output 'lse'", *lse);
-    if (detail::may_overlap(output, *lse)) throw argument_error("output 'output' and output 'lse' overlap in memory");
-    if (weights != nullptr && detail::may_overlap(*weights, *lse))
-      throw argument_error("output 'weights' and output 'lse' overlap in memory");
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    const result& r = results[k];
+    detail::check_output(r.name.c_str(), *r.view, r.sizes);
+    detail::check_no_self_overlap("output '" + r.name + "'", *r.view);
+    for (std::size_t j = 0; j < k; ++j)
+      if (detail::may_overlap(*results[j].view, *r.view))
+        throw argument_error("output '" + results[j].name + "' and output '" + r.name + "' overlap in memory");
   }
   detail::check_memory(detail::estimate_memory(g, call, {}, impl_->materialised),
                        impl_->target.maximum_buffer_size());
@@ -263,7 +276,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     detail::strided_copy(v, dense);
     return dense;
   };
-  float_copies.reserve(inputs.size() + 3);
+  float_copies.reserve(inputs.size() + results.size());
   int_copies.reserve(inputs.size());
 
   std::vector<std::unique_ptr<detail::halide_buffer>> buffers;
@@ -278,16 +291,14 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
       if (detail::may_overlap(v, in)) return true;
     return false;
   };
-  auto add_output = [&](const ir::node& n, const tensor_view& v) -> tensor_view {
-    tensor_view target = v;
-    if (!detail::halide_compatible(v) || overlaps_an_input(v))
-      target = float_copies.emplace_back(std::vector<std::int64_t>(v.sizes.begin(), v.sizes.begin() + v.rank)).view();
-    buffers.push_back(std::make_unique<detail::halide_buffer>(target, n.batched && !call.explicit_batch, call.batch));
-    return target;
-  };
-  const tensor_view out_target = add_output(g.output(), output);
-  const tensor_view weights_target = weights ? add_output(g.at(softmax), *weights) : tensor_view{};
-  const tensor_view lse_target = lse ? add_output(g.at(softmax), *lse) : tensor_view{};
+  std::vector<tensor_view> targets;
+  for (const result& r : results) {
+    tensor_view target = *r.view;
+    if (!detail::halide_compatible(target) || overlaps_an_input(target))
+      target = float_copies.emplace_back(std::vector<std::int64_t>(target.sizes.begin(), target.sizes.begin() + target.rank)).view();
+    buffers.push_back(std::make_unique<detail::halide_buffer>(target, r.node->batched && !call.explicit_batch, call.batch));
+    targets.push_back(target);
+  }
 
   std::vector<halide_buffer_t*> args;
   for (auto& b : buffers) args.push_back(&b->buf);
@@ -298,9 +309,8 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   // On a GPU target the outputs are still on the device; the device copies go with `buffers`.
   for (auto& b : buffers)
     if (const int rc = b->copy_to_host(); rc != 0) detail::throw_halide_error(rc, ctx.message, impl_->names);
-  if (out_target.data != output.data) detail::strided_copy(out_target, output);
-  if (weights && weights_target.data != weights->data) detail::strided_copy(weights_target, *weights);
-  if (lse && lse_target.data != lse->data) detail::strided_copy(lse_target, *lse);
+  for (std::size_t k = 0; k < results.size(); ++k)
+    if (targets[k].data != results[k].view->data) detail::strided_copy(targets[k], *results[k].view);
 }
 
 }  // namespace attn

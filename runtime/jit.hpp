@@ -11,6 +11,7 @@
 #include <span>
 #include <utility>
 #include "dsl/dsl.hpp"
+#include "gradients.hpp"
 #include "kernel.hpp"
 #include "named_call.hpp"
 

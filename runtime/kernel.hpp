@@ -36,6 +36,7 @@ struct outputs {
   // Empty unless compiled with_lse: log Σ_kept exp(score) of each row of the softmax, shaped like
   // the softmax without its key axis (batch, heads..., queries); -inf for a row with no kept key.
   tensor<float> lse;
+  std::vector<tensor<float>> more;  // ir::graph::more_outputs, in order (a gradient graph's)
 };
 
 class compiled_kernel {
@@ -50,9 +51,10 @@ class compiled_kernel {
   // Checks every tensor, aliasing and the memory budget first (nothing is written when a check
   // fails), then runs.
   outputs run(std::span<const tensor_view> inputs) const;
-  // weights (lse) must be given exactly when the kernel was compiled with_weights (with_lse).
+  // weights (lse) must be given exactly when the kernel was compiled with_weights (with_lse);
+  // `more`, one tensor per ir::graph::more_outputs.
   void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,
-                const tensor_view* lse = nullptr) const;
+                const tensor_view* lse = nullptr, std::span<const tensor_view> more = {}) const;
 
   const ir::graph& graph() const;
   const jit_options& options() const;

@@ -172,6 +172,131 @@ BOOST_AUTO_TEST_CASE(training_vs_autoregressive_inference) {
   require_picture(r, "inference_cost.png");
 }
 
+namespace {
+
+// The lesson_training_attention layer in double: logits = softmax(causal(q·kᵀ/√d + bias[i - j]))·v·W_O.
+struct copy_model {
+  mat<double> wq, wk, bias, wv, wo;
+  explicit copy_model(const nlohmann::json& w)
+      : wq(matrix(w["wq"])), wk(matrix(w["wk"])), bias(matrix(w["bias"])), wv(matrix(w["wv"])), wo(matrix(w["wo"])) {}
+  std::vector<std::pair<std::string, mat<double>*>> named() {
+    return {{"wq", &wq}, {"wk", &wk}, {"bias", &bias}, {"wv", &wv}, {"wo", &wo}};
+  }
+};
+
+// One sequence of token ids (one-hot rows of width `vocabulary`) through the layer.
+ref::result<double> copy_layer(const std::vector<int>& ids, std::int64_t vocabulary, const copy_model& m) {
+  mat<double> x(static_cast<std::int64_t>(ids.size()), vocabulary);
+  for (std::size_t i = 0; i < ids.size(); ++i) x(static_cast<std::int64_t>(i), ids[i]) = 1;
+  const ref::mask_pred causal = [](ref::index i, ref::index j, ref::index) { return j <= i; };
+  const ref::score_mod<double> by_distance = [&](double s, ref::index i, ref::index j, ref::index) {
+    return j <= i ? s + m.bias.a[static_cast<std::size_t>(i - j)] : s;
+  };
+  ref::result<double> r = ref::scaled_dot_product(ref::matmul(x, m.wq), ref::matmul(x, m.wk), ref::matmul(x, m.wv),
+                                                  ref::inv_sqrt(m.wk.cols), causal, by_distance);
+  r.output = ref::matmul(r.output, m.wo);
+  return r;
+}
+
+// The lesson's loss: cross-entropy against the token `distance` back, averaged over the positions
+// that have one, over a batch of sequences laid end to end in `ids`.
+double copy_loss(const std::vector<int>& ids, const nlohmann::json& task, const copy_model& m) {
+  const auto tokens = task["tokens"].get<std::size_t>(), distance = task["distance"].get<std::size_t>();
+  const auto vocabulary = task["vocabulary"].get<std::int64_t>();
+  double loss = 0, count = 0;
+  for (std::size_t b = 0; b < ids.size() / tokens; ++b) {
+    const auto begin = ids.begin() + static_cast<std::ptrdiff_t>(b * tokens);
+    const std::vector<int> seq(begin, begin + static_cast<std::ptrdiff_t>(tokens));
+    const mat<double> y = copy_layer(seq, vocabulary, m).output;
+    for (std::size_t i = distance; i < tokens; ++i, ++count) {
+      const auto row = static_cast<std::int64_t>(i);
+      double top = y(row, 0), sum = 0;
+      for (std::int64_t c = 0; c < vocabulary; ++c) top = std::max(top, y(row, c));
+      for (std::int64_t c = 0; c < vocabulary; ++c) sum += std::exp(y(row, c) - top);
+      loss -= y(row, seq[i - distance]) - top - std::log(sum);
+    }
+  }
+  return loss / count;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(training_an_attention_layer) {
+  // Seed 001 §5: training processes all queries at once. Trained with attnforge's gradients, the
+  // layer learns to copy the token 3 back: its bias table peaks at distance 3.
+  const auto r = lessons::run("lesson_training_attention", "training_attention");
+  const auto& j = r.record;
+  const auto& task = j["task"];
+  const int distance = task["distance"].get<int>(), tokens = task["tokens"].get<int>();
+
+  // The first step's loss and gradients are the double reference's, by central differences.
+  const auto& first = j["first_step"];
+  const auto first_ids = first["ids"].get<std::vector<int>>();
+  copy_model m(first["weights"]);
+  BOOST_TEST(std::abs(copy_loss(first_ids, task, m) - first["loss"].get<double>()) < 1e-5);
+  for (auto& [name, weight] : m.named()) {
+    mat<double>& p = *weight;
+    const mat<double> got = matrix(first["gradients"][name]);
+    BOOST_REQUIRE_EQUAL(got.a.size(), p.a.size());
+    double worst = 0, largest = 0;
+    for (std::size_t k = 0; k < p.a.size(); ++k) {
+      largest = std::max(largest, std::abs(got.a[k]));
+      const double h = 1e-5, keep = p.a[k];
+      p.a[k] = keep + h;
+      const double up = copy_loss(first_ids, task, m);
+      p.a[k] = keep - h;
+      const double down = copy_loss(first_ids, task, m);
+      p.a[k] = keep;
+      worst = std::max(worst, std::abs(got.a[k] - (up - down) / (2 * h)));
+    }
+    BOOST_TEST_CONTEXT("d loss / d " << name) {
+      BOOST_TEST(largest > 1e-3);  // a gradient to check, not noise
+      BOOST_TEST(worst < 1e-4 * largest);
+    }
+  }
+
+  // The loss falls below 0.05 within 100 steps; the step recorded is the first.
+  const auto losses = j["losses"].get<std::vector<double>>();
+  const double threshold = j["threshold"].get<double>();
+  const int first_below = j["first_below"].get<int>();
+  BOOST_TEST(threshold == 0.05);
+  BOOST_TEST(j["within"].get<int>() == 100);
+  BOOST_REQUIRE_EQUAL(losses.size(), j["steps"].get<std::size_t>());
+  BOOST_TEST(losses.front() > 1.5);  // near chance, ln 8 ≈ 2.08
+  BOOST_REQUIRE(first_below >= 1);
+  BOOST_TEST(first_below <= 100);
+  BOOST_TEST(losses[static_cast<std::size_t>(first_below - 1)] < threshold);
+  for (int s = 0; s + 1 < first_below; ++s) BOOST_TEST(losses[static_cast<std::size_t>(s)] >= threshold);
+
+  // The learned bias peaks at the copy distance, well above every other distance.
+  const copy_model learned(j["learned"]);
+  BOOST_TEST(j["bias_peak"].get<int>() == distance);
+  for (int d = 0; d < tokens; ++d)
+    if (d != distance) BOOST_TEST(learned.bias.a[static_cast<std::size_t>(distance)] > learned.bias.a[static_cast<std::size_t>(d)] + 2);
+
+  // On fresh sequences the loss, the first sequence's logits and attention weights are the
+  // reference's for the learned weights; every prediction is right, and each query past the first
+  // 3 puts most of its weight 3 back.
+  const auto& test = j["test"];
+  const auto test_ids = test["ids"].get<std::vector<int>>();
+  const std::vector<int> seq0(test_ids.begin(), test_ids.begin() + tokens);
+  const ref::result<double> want = copy_layer(seq0, task["vocabulary"].get<std::int64_t>(), learned);
+  const mat<double> logits = matrix(test["logits"]), w = matrix(test["weights"]);
+  double worst = 0;
+  for (std::int64_t i = 0; i < want.output.rows; ++i)
+    for (std::int64_t c = 0; c < want.output.cols; ++c)
+      worst = std::max(worst, std::abs(logits(i, c) - want.output(i, c)) / std::max(1.0, std::abs(want.output(i, c))));
+  BOOST_TEST(worst < 1e-4);
+  BOOST_TEST(max_difference(w, want.weights) < tolerance);
+  BOOST_TEST(std::abs(copy_loss(test_ids, task, learned) - test["loss"].get<double>()) < 1e-4);
+  BOOST_TEST(test["loss"].get<double>() < threshold);
+  BOOST_TEST(test["accuracy"].get<double>() == 1.0);
+  for (std::int64_t i = distance; i < tokens; ++i) BOOST_TEST(w(i, i - distance) > 0.5);
+  require_picture(r, "training_loss.png");
+  require_picture(r, "learned_bias.png");
+  require_picture(r, "trained_weights.png");
+}
+
 BOOST_AUTO_TEST_CASE(cost_of_the_seeds_worked_example) {
   const auto r = lessons::run("lesson_cost", "cost");
   const auto& j = r.record;

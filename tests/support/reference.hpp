@@ -9,6 +9,11 @@
 //                 may be at most about twice as wrong as a naive float implementation on the
 //                 same inputs, plus a small absolute floor).
 //
+//   Acc = ad::var the same algorithm on a reverse-mode differentiation tape (support/reference_gradient.hpp),
+//                 whose gradients are the reference for the backward pass.
+// So that all three work, the math functions are called unqualified after `using std::exp;` (ADL
+// finds ad::exp), conversions are static_casts, and -∞ comes from minus_infinity<Acc>().
+//
 // The reference works on one batch item at a time; `item` slices a batch item out of a tensor
 // that may or may not carry a leading batch dim.
 #include <algorithm>
@@ -95,6 +100,12 @@ inline tensor<float> random_tensor(std::vector<index> sizes, std::mt19937& rng, 
   return t;
 }
 
+// -∞ as an Acc, through double: also for an Acc without std::numeric_limits (ad::var).
+template <class Acc>
+Acc minus_infinity() {
+  return static_cast<Acc>(-std::numeric_limits<double>::infinity());
+}
+
 // ---------------------------------------------------------------- linear algebra
 
 template <class Acc>
@@ -130,14 +141,15 @@ mat<Acc> columns(const mat<Acc>& x, index first, index count) {
 // Softmax of each row: exp(s - max) / Σ exp(s - max). A row of only -inf (fully masked) is all 0.
 template <class Acc>
 mat<Acc> softmax_rows(const mat<Acc>& s) {
-  constexpr Acc minus_inf = -std::numeric_limits<Acc>::infinity();
+  using std::exp, std::max;
+  const Acc minus_inf = minus_infinity<Acc>();
   mat<Acc> w(s.rows, s.cols, Acc{0});
   for (index i = 0; i < s.rows; ++i) {
     Acc m = minus_inf;
-    for (index j = 0; j < s.cols; ++j) m = std::max(m, s(i, j));
+    for (index j = 0; j < s.cols; ++j) m = max(m, s(i, j));
     if (m == minus_inf) continue;
     Acc sum = 0;
-    for (index j = 0; j < s.cols; ++j) sum += (w(i, j) = std::exp(s(i, j) - m));
+    for (index j = 0; j < s.cols; ++j) sum += (w(i, j) = exp(s(i, j) - m));
     for (index j = 0; j < s.cols; ++j) w(i, j) /= sum;
   }
   return w;
@@ -147,15 +159,16 @@ mat<Acc> softmax_rows(const mat<Acc>& s) {
 // -inf scores (masked keys) add nothing; a row of only -inf (fully masked) gives -inf.
 template <class Acc>
 mat<Acc> log_sum_exp_rows(const mat<Acc>& s) {
-  constexpr Acc minus_inf = -std::numeric_limits<Acc>::infinity();
+  using std::exp, std::log, std::max;
+  const Acc minus_inf = minus_infinity<Acc>();
   mat<Acc> r(s.rows, 1, minus_inf);
   for (index i = 0; i < s.rows; ++i) {
     Acc m = minus_inf;
-    for (index j = 0; j < s.cols; ++j) m = std::max(m, s(i, j));
+    for (index j = 0; j < s.cols; ++j) m = max(m, s(i, j));
     if (m == minus_inf) continue;
     Acc sum = 0;
-    for (index j = 0; j < s.cols; ++j) sum += std::exp(s(i, j) - m);
-    r(i, 0) = m + std::log(sum);
+    for (index j = 0; j < s.cols; ++j) sum += exp(s(i, j) - m);
+    r(i, 0) = m + log(sum);
   }
   return r;
 }
@@ -182,7 +195,7 @@ result<Acc> attend(mat<Acc> scores, const mat<Acc>& v, const mask_pred& keep = {
   for (index i = 0; i < scores.rows; ++i)
     for (index j = 0; j < scores.cols; ++j) {
       if (mod) scores(i, j) = mod(scores(i, j), i, j, head);
-      if (keep && !keep(i, j, head)) scores(i, j) = -std::numeric_limits<Acc>::infinity();
+      if (keep && !keep(i, j, head)) scores(i, j) = minus_infinity<Acc>();
     }
   result<Acc> r;
   r.weights = softmax_rows(scores);
@@ -208,7 +221,10 @@ result<Acc> attend_unnormalised(const mat<Acc>& scores, const mat<Acc>& v, const
 }
 
 template <class Acc>
-Acc sigmoid(Acc x) { return Acc{1} / (Acc{1} + std::exp(-x)); }
+Acc sigmoid(Acc x) {
+  using std::exp;
+  return Acc{1} / (Acc{1} + exp(-x));
+}
 template <class Acc>
 Acc relu(Acc x) { return x > Acc{0} ? x : Acc{0}; }
 
@@ -322,13 +338,14 @@ result<Acc> luong_general(const mat<Acc>& s, const mat<Acc>& h, const mat<Acc>& 
 template <class Acc>
 result<Acc> bahdanau(const mat<Acc>& s, const mat<Acc>& h, const mat<Acc>& w1, const mat<Acc>& w2, const mat<Acc>& b,
                      const mat<Acc>& v) {
+  using std::tanh;
   const mat<Acc> ps = matmul(s, w1), ph = matmul(h, w2);
   const index a_dim = w1.cols;
   mat<Acc> e(s.rows, h.rows);
   for (index i = 0; i < s.rows; ++i)
     for (index j = 0; j < h.rows; ++j) {
       Acc sum = 0;
-      for (index a = 0; a < a_dim; ++a) sum += v(0, a) * std::tanh(ps(i, a) + ph(j, a) + b(0, a));
+      for (index a = 0; a < a_dim; ++a) sum += v(0, a) * tanh(ps(i, a) + ph(j, a) + b(0, a));
       e(i, j) = sum;
     }
   return attend(std::move(e), h);

@@ -1,0 +1,98 @@
+#pragma once
+// attn::jit_gradients(expr [, options]): the backward pass of any expression, derived from it
+// (dsl/gradient.hpp), compiled once, then called with the output's gradient and the forward's
+// tensors:
+//   auto grad = attn::jit_gradients(y);
+//   attn::gradients d = grad(dy, x, wq, wk, wv);    // or grad(dy, {{"x", x}, {"wq", wq}, ...})
+//   d["wq"], d["x"]                                  // d(sum(dy ∘ y)) / d(tensor)
+// One gradient per float tensor the expression reads (inputs, weights, tables read by gather),
+// shaped like it; a weight's is summed over the batch; integer tensors get none.
+#include <array>
+#include <concepts>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+#include "dsl/dsl.hpp"
+#include "kernel.hpp"
+#include "named_call.hpp"
+
+namespace attn {
+
+// The gradients of one call: names[k]'s gradient is values[k], in the expression's call order.
+struct gradients {
+  std::vector<std::string> names;
+  std::vector<tensor<float>> values;
+
+  // The gradient of the tensor called `name` (argument_error if the expression has no such float tensor).
+  const tensor<float>& operator[](std::string_view name) const;
+  std::size_t size() const { return values.size(); }
+};
+
+namespace detail {
+
+// The compiled gradient graph of `forward` (argument_error where it cannot be differentiated).
+std::shared_ptr<const compiled_kernel> compile_gradients(const ir::graph& forward, const jit_options& options);
+// Runs it: `inputs` in the forward's call order, then dY.
+gradients run_gradients(const compiled_kernel& k, std::span<const tensor_view> inputs);
+// The forward's tensors in call order from names, then dY.
+std::vector<tensor_view> gradient_call(const compiled_kernel& k, const tensor_view& d_output, std::span<const named_tensor> named);
+
+}  // namespace detail
+
+template <dsl::expression E>
+class gradient_kernel {
+ public:
+  static constexpr std::size_t arity = [] {
+    if constexpr (dsl::has_shape_error<E>) return std::size_t{0};  // reported by jit_gradients
+    else return dsl::to_ir(E{}).terminals.size();
+  }();
+
+  explicit gradient_kernel(std::shared_ptr<const compiled_kernel> k) : k_(std::move(k)) {}
+
+  // dY (shaped like the expression's output), then the forward's tensors as kernel<E> takes them.
+  template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
+  gradients operator()(const tensor_view& d_output, const T&... inputs) const {
+    static_assert(sizeof...(T) == arity || dsl::has_shape_error<E>,
+                  "gradient call: dY, then one tensor per input, weight and integer input of the expression, "
+                  "in the forward's order (see parameters())");
+    const std::array<tensor_view, sizeof...(T) + 1> views{tensor_view(inputs)..., d_output};
+    return detail::run_gradients(*k_, views);
+  }
+  gradients operator()(const tensor_view& d_output, std::initializer_list<named_tensor> named) const {
+    return detail::run_gradients(*k_, detail::gradient_call(*k_, d_output, named));
+  }
+  gradients operator()(const tensor_view& d_output, std::span<const named_tensor> named) const {
+    return detail::run_gradients(*k_, detail::gradient_call(*k_, d_output, named));
+  }
+
+  // The forward's tensors, in call order.
+  std::vector<std::string> parameters() const {
+    std::vector<std::string> names = k_->parameter_names();
+    names.pop_back();  // d_output
+    return names;
+  }
+  // The gradient graph (dsl::to_string prints it, dsl::cost counts it).
+  const ir::graph& graph() const { return k_->graph(); }
+  std::string describe() const { return k_->describe(); }
+  std::string loop_nest(listing format = listing::text) const { return k_->loop_nest(format); }
+  const compiled_kernel& compiled() const { return *k_; }
+
+ private:
+  std::shared_ptr<const compiled_kernel> k_;
+};
+
+// The generic lowering computes every gradient (options.path must be automatic or generic;
+// with_weights and with_lse do not apply).
+template <dsl::well_shaped_expression E>
+gradient_kernel<E> jit_gradients(const E& e, const jit_options& options = {}) {
+  return gradient_kernel<E>(detail::compile_gradients(dsl::to_ir(e), options));
+}
+template <dsl::fixed_string M>
+gradient_kernel<dsl::shaped<dsl::shape_error<M>>> jit_gradients(const dsl::shaped<dsl::shape_error<M>>&, const jit_options& = {}) {
+  static_assert(dsl::well_shaped<dsl::reported_t<dsl::shape_error<M>>>, "attn shape error: the message is in shape_error<...>");
+  return gradient_kernel<dsl::shaped<dsl::shape_error<M>>>(nullptr);
+}
+
+}  // namespace attn
