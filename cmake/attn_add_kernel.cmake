@@ -1,19 +1,21 @@
 # attn_add_kernel(NAME <name> EXPRESSION <registered name>
 #                 [SOURCES <files with ATTN_REGISTER_KERNEL>...] [TARGETS <halide target>...]
 #                 [BIND <dim>=<size>...] [SCHEDULE <parameters>] [PATH automatic|fused|generic]
-#                 [WITH_WEIGHTS] [WITH_LSE])
+#                 [WITH_WEIGHTS] [WITH_LSE] [GRADIENTS])
 # Builds kernel <EXPRESSION> ahead of time, at build time, into a static library target <NAME>
 # whose header <NAME>.h declares `int <NAME>(halide_buffer_t*...)`. With SOURCES, a generator
 # is built from them (their ATTN_REGISTER_KERNEL expressions and the named variants); without,
 # attn-gen builds one of attnforge's named variants. TARGETS default to host; several give one
 # library that picks the first the CPU can run (most specific first, the last is the fallback).
+# GRADIENTS builds the expression's backward pass instead (attn::jit_gradients): its function takes
+# the tensors, then d_output, then writes d_<tensor> for each float tensor.
 # Linking <NAME> needs no Halide and no attnforge library: only libc, libm, libdl and threads.
 # The kernel's entry point (its checks, in C) is compiled by this project's compiler (C, else C++),
 # so that a cross-compiling toolchain builds it for the machine it builds for.
 find_package(Threads REQUIRED)
 
 function(attn_add_kernel)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS;WITH_LSE" "NAME;EXPRESSION;SCHEDULE;PATH" "SOURCES;TARGETS;BIND")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS;WITH_LSE;GRADIENTS" "NAME;EXPRESSION;SCHEDULE;PATH" "SOURCES;TARGETS;BIND")
   if (NOT ARG_NAME OR NOT ARG_EXPRESSION)
     message(FATAL_ERROR "attn_add_kernel: NAME and EXPRESSION are required")
   endif ()
@@ -52,6 +54,9 @@ function(attn_add_kernel)
   endif ()
   if (ARG_WITH_LSE)
     list(APPEND args --with-lse)
+  endif ()
+  if (ARG_GRADIENTS)
+    list(APPEND args --gradients)
   endif ()
 
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}.kernel)

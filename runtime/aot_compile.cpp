@@ -10,6 +10,7 @@
 #include "aot_targets.hpp"
 #include "c_compiler.hpp"
 #include "dim_bindings.hpp"
+#include "dsl/gradient.hpp"
 #include "errors.hpp"
 #include "generators/flash_gpu_schedule.hpp"
 #include "generators/pipeline.hpp"
@@ -103,13 +104,26 @@ std::string header_text(const ir::graph& g, const options& o, const Halide::Targ
 
 }  // namespace
 
+ir::graph kernel_graph(const ir::graph& g, const options& o) {
+  if (!o.gradients) return g;
+  if (o.with_weights || o.with_lse) throw argument_error("gradients: with_weights and with_lse do not apply");
+  try {
+    return ir::gradient(g);
+  } catch (const std::invalid_argument& e) {
+    throw argument_error(e.what());
+  }
+}
+
 std::string abi_comment(const ir::graph& g, const options& o) {
   std::ostringstream s;
-  s << "/* attnforge kernel '" << o.name << "', generated ahead of time for ";
+  s << "/* attnforge kernel '" << o.name << "'" << (o.gradients ? " (the gradients)" : "") << ", generated ahead of time for ";
   for (std::size_t i = 0; i < o.targets.size(); ++i) s << (i ? ", " : "") << o.targets[i];
   s << (o.targets.size() > 1 ? " (chosen at run time from the CPU's features, in that order)" : "") << ".\n *\n";
-  s << " *   int " << o.name << "(halide_buffer_t *tensor, ..., halide_buffer_t *output"
-    << (o.with_weights ? ", halide_buffer_t *weights" : "") << (o.with_lse ? ", halide_buffer_t *lse" : "") << ");\n";
+  if (o.gradients)
+    s << " *   int " << o.name << "(halide_buffer_t *tensor, ..., halide_buffer_t *d_output, halide_buffer_t *d_tensor, ...);\n";
+  else
+    s << " *   int " << o.name << "(halide_buffer_t *tensor, ..., halide_buffer_t *output"
+      << (o.with_weights ? ", halide_buffer_t *weights" : "") << (o.with_lse ? ", halide_buffer_t *lse" : "") << ");\n";
   s << " *   const char *" << o.name << "_error(void);  // why this thread's last call failed; \"\" if it did not\n *\n";
   s << " * One halide_buffer_t per tensor, in this order. Shapes are row-major (outermost first) as\n"
        " * written in the expression; a halide_buffer_t lists its dims the other way round, innermost\n"
@@ -138,8 +152,9 @@ std::string abi_comment(const ir::graph& g, const options& o) {
   return s.str();
 }
 
-files generate(const ir::graph& g, const options& o) {
+files generate(const ir::graph& expression, const options& o) {
   if (!valid_c_name(o.name)) throw argument_error("kernel name '" + o.name + "': must be a C identifier");
+  const ir::graph g = kernel_graph(expression, o);
   const detail::dim_sizes bound = detail::checked_bindings(g, o.bind);
   const std::vector<detail::aot_tensor> tensors = detail::aot_signature(g, o);  // with_weights, with_lse
   // Every target is checked before any code is generated: LLVM aborts on some (aot_targets.hpp).
@@ -151,7 +166,8 @@ files generate(const ir::graph& g, const options& o) {
   const bool cuda = std::any_of(targets.begin(), targets.end(), [](const Halide::Target& t) { return t.has_feature(Feature::CUDA); });
   const std::string entry_source =
       detail::aot_entry_source(o.name, tensors, large_buffers, cuda ? gen::cuda_registers_per_thread : 0);
-  jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse, .path = o.path, .schedule = o.schedule};
+  jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse,
+                 .path = o.gradients ? lowering::generic : o.path, .schedule = o.schedule};
 
   // One pipeline per target: vector widths and default tiles depend on it. `target` may carry the
   // user_context the entry point passes (not a property of the schedule).
@@ -174,6 +190,7 @@ files generate(const ir::graph& g, const options& o) {
     std::vector<Halide::Func> results{l.output};
     if (o.with_weights) results.push_back(l.weights);
     if (o.with_lse) results.push_back(l.lse);
+    results.insert(results.end(), l.more_outputs.begin(), l.more_outputs.end());
     return Halide::Pipeline(results);
   };
 

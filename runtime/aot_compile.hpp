@@ -6,6 +6,9 @@
 // The C ABI (also written at the top of the generated header, with this kernel's shapes):
 //   int NAME(halide_buffer_t *t1, ..., halide_buffer_t *tn, halide_buffer_t *output
 //            [, halide_buffer_t *weights] [, halide_buffer_t *lse]);
+// or, built with options::gradients,
+//   int NAME(halide_buffer_t *t1, ..., halide_buffer_t *tn, halide_buffer_t *d_output,
+//            halide_buffer_t *d_t1, ...);   // one gradient per float tensor
 //   const char *NAME_error(void);
 // tensors in the kernel's parameter order (inputs, then weights, then lengths, as
 // kernel::parameters() lists them), each a float32 (lengths: int32) halide_buffer_t with dims
@@ -29,6 +32,9 @@ struct options {
   lowering path = lowering::automatic;
   bool with_weights = false;
   bool with_lse = false;  // also output each softmax row's log-sum-exp (jit_options::with_lse)
+  // The expression's gradients instead of its output (jit_gradients): the tensors, then dY
+  // (d_output), then d_<name> for each float tensor, in the same order; the generic lowering.
+  bool gradients = false;
   std::filesystem::path out_dir = ".";
   bool stmt = false, stmt_html = false, assembly = false;  // listings, for the first target
   // The C compiler for the entry point, words separated by spaces (c_compiler.hpp); empty: $CC,
@@ -42,13 +48,17 @@ struct files {
   std::vector<std::filesystem::path> listings;
 };
 
+// The graph a kernel is built from: g, or with options::gradients its gradient graph
+// (argument_error with with_weights or with_lse, or where g cannot be differentiated).
+ir::graph kernel_graph(const ir::graph& g, const options& o);
+
 // Throws compile_error (Halide, targets, the C compiler, schedule), argument_error / shape_error
 // (bindings, name). Writes into a private folder in out_dir first and moves the files into
 // place only when everything succeeded: a failure leaves out_dir as it was.
 files generate(const ir::graph& g, const options& o);
 
-// The header's opening comment: the functions, the tensors with their shapes, the checks and the
-// return codes.
+// The header's opening comment of the kernel built from g (kernel_graph's): the functions, the
+// tensors with their shapes, the checks and the return codes.
 std::string abi_comment(const ir::graph& g, const options& o);
 
 }  // namespace attn::aot

@@ -1,6 +1,7 @@
 #include "aot_signature.hpp"
 
 #include "dim_bindings.hpp"
+#include "dsl/gradient.hpp"
 #include "errors.hpp"
 #include "lowering_choice.hpp"
 
@@ -28,6 +29,16 @@ std::vector<aot_tensor> aot_signature(const ir::graph& g, const aot::options& o)
   const dim_sizes bound = checked_bindings(g, o.bind);
   std::vector<aot_tensor> s;
   for (int t : g.terminals) s.push_back(tensor_of(g.at(t), std::string(g.at(t).name), false, bound));
+  if (ir::is_gradient(g)) {  // d_<name> for each float tensor, in order (the graph's outputs)
+    const std::vector<int> outputs = g.outputs();
+    std::size_t next = 0;
+    for (int t : g.terminals)
+      if (g.at(t).kind != ir::op::int_input && g.at(t).name != ir::output_gradient_name) {
+        s.push_back(tensor_of(g.at(outputs[next++]), "d_" + std::string(g.at(t).name), true, bound));
+        s.back().note = "the gradient of " + std::string(g.at(t).name);
+      }
+    return s;
+  }
   s.push_back(tensor_of(g.output(), "output", true, bound));
   if (o.with_weights) {
     const int w = ir::weights_softmax(g);

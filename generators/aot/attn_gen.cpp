@@ -61,7 +61,7 @@ int generator_main(int argc, char** argv) {
   app.footer(kernel_list());
   std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".", c_compiler;
   std::vector<std::string> targets{"host"}, binds;
-  bool with_weights = false, with_lse = false, stmt = false, html = false, assembly = false, list = false;
+  bool with_weights = false, with_lse = false, gradients = false, stmt = false, html = false, assembly = false, list = false;
   app.add_option("kernel", kernel, "the kernel to build: a name listed below");
   app.add_flag("--list", list, "print the kernels' names, one a line, and exit");
   app.add_option("-n,--name", name, "the C function and file name (default: the kernel's, :: as _)");
@@ -73,6 +73,8 @@ int generator_main(int argc, char** argv) {
   app.add_option("-p,--path", path, "lowering: automatic, fused or generic")->check(CLI::IsMember({"automatic", "fused", "generic"}));
   app.add_flag("-w,--with-weights", with_weights, "also output the attention weights (generic lowering)");
   app.add_flag("--with-lse", with_lse, "also output each softmax row's log-sum-exp (an expression with one softmax)");
+  app.add_flag("--gradients", gradients,
+               "build the kernel's gradients instead (attn::jit_gradients): the tensors, then d_output, then one d_<tensor> per float tensor");
   app.add_option("-o,--output-dir", out_dir, "where to write NAME.a and NAME.h (default: .)");
   app.add_option("--cc", c_compiler,
                  "the C compiler for the kernel's entry point (its checks), e.g. clang or aarch64-linux-gnu-gcc; "
@@ -106,6 +108,7 @@ int generator_main(int argc, char** argv) {
     o.path = path == "fused" ? lowering::fused : path == "generic" ? lowering::generic : lowering::automatic;
     o.with_weights = with_weights;
     o.with_lse = with_lse;
+    o.gradients = gradients;
     o.out_dir = out_dir;
     o.stmt = stmt;
     o.stmt_html = html;

@@ -19,6 +19,7 @@
 #include "aot_registered.h"
 #include "aot_sliding_window_attention.h"
 #include "aot_softcap_causal_attention.h"
+#include "aot_gradients.h"
 #include "aot_lse.h"
 #include "aot_weights.h"
 #ifdef ATTN_TEST_MULTITARGET
@@ -108,6 +109,24 @@ BOOST_AUTO_TEST_CASE(projections_and_weights_equal_the_jit) {
   BOOST_TEST_REQUIRE(aot_weights(xb, qb, kb, vb, owb, wb) == 0);
   BOOST_TEST(out_w == jit_w.output.values());
   BOOST_TEST(weights == jit_w.weights.values());
+}
+
+BOOST_AUTO_TEST_CASE(gradients_equal_the_jit) {
+  // The backward pass (GRADIENTS): the tensors, then d_output, then d_x, d_wq, d_wk, d_wv, bit for
+  // bit as attn::jit_gradients'; the weights' gradients summed over the batch.
+  constexpr std::int64_t b = 2, t = 9, D = 16, Dk = 8;
+  auto x = random({b, t, D}, 31), wq = random({D, Dk}, 32, 0.5f), wk = random({D, Dk}, 33, 0.5f), wv = random({D, Dk}, 34, 0.5f),
+       dy = random({b, t, Dk}, 35);
+  const auto bind = std::vector<attn::dsl::dim_binding>{named::D = D, named::Dk = Dk};
+  const attn::gradients jit = attn::jit_gradients(named::causal_self_attention, {.bind = bind})(dy, x, wq, wk, wv);
+  std::vector<float> dx(x.values().size()), dwq(wq.values().size()), dwk(wk.values().size()), dwv(wv.values().size());
+  kernel_buffer xb(x.data(), {b, t, D}), qb(wq.data(), {D, Dk}), kb(wk.data(), {D, Dk}), vb(wv.data(), {D, Dk}), yb(dy.data(), {b, t, Dk});
+  kernel_buffer dxb(dx.data(), {b, t, D}), dqb(dwq.data(), {D, Dk}), dkb(dwk.data(), {D, Dk}), dvb(dwv.data(), {D, Dk});
+  BOOST_TEST_REQUIRE(aot_gradients(xb, qb, kb, vb, yb, dxb, dqb, dkb, dvb) == 0);
+  BOOST_TEST(dx == jit["x"].values());
+  BOOST_TEST(dwq == jit["wq"].values());
+  BOOST_TEST(dwk == jit["wk"].values());
+  BOOST_TEST(dwv == jit["wv"].values());
 }
 
 BOOST_AUTO_TEST_CASE(log_sum_exp_equals_the_jit) {

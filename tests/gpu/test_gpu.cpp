@@ -10,13 +10,14 @@
 // (shared=0, rolled), its shared-memory variant, shared=1 (full; causal with the
 // log-sum-exp; a sliding window; with and without staged tiles; last key tiles with fewer keys than threads, where
 // PoCL once went wrong), its register-tile variant, shared=2, the GPU products (projections, W_O) and the generic GPU schedule (with
-// the log-sum-exp; the weights, a generic-only path).
+// the log-sum-exp; the weights, a generic-only path), and the backward pass (built GRADIENTS).
 //
 // With no platform or device for the API the program exits 77, which ctest reports as skipped
 // (CI installs PoCL, scripts/setup.sh, so there test_opencl runs; test_cuda runs where a GPU is).
 // Each case prints its time (PoCL compiles a kernel at its first launch: most of it);
 // `test_opencl WORD` runs only the cases whose name contains WORD.
 #include <dlfcn.h>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include "gpu_kernels.h"  // the kernels of this API, as gpu::NAME (gpu_kernels.h.in)
 #include "generators/aot/kernel_buffer.hpp"
 #include "support/reference.hpp"
+#include "support/reference_gradient.hpp"
 
 namespace {
 
@@ -249,6 +251,59 @@ void generic_with_weights() {
   }
 }
 
+// The backward pass on the generic GPU schedule (built GRADIENTS): causal attention with a learned
+// bias per distance and head, bias (R = 16, H), q, k, v (H = 8, T, Dh = 16); dq, dk, dv and the
+// table's gradient against the double reverse-mode reference (support/reference_gradient.hpp),
+// under the suite's rule with the naive float backward pass as the yardstick.
+void gradients() {
+  constexpr index H = 8, Dh = 16, R = 16;
+  for (index T : {1, 13, 40}) {
+    const index n = H * T * Dh;
+    std::vector<float> q = random_values(n, 41), k = random_values(n, 42), v = random_values(n, 43), bias = random_values(R * H, 44),
+                       dy = random_values(n, 45), dq(n, -7.0f), dk(n, -7.0f), dv(n, -7.0f), dbias(R * H, -7.0f);
+    int rc = 0;
+    {
+      kernel_buffer qb(q.data(), {1, H, T, Dh}), kb(k.data(), {1, H, T, Dh}), vb(v.data(), {1, H, T, Dh}), bb(bias.data(), {R, H}),
+          yb(dy.data(), {1, H, T, Dh}), dqb(dq.data(), {1, H, T, Dh}), dkb(dk.data(), {1, H, T, Dh}), dvb(dv.data(), {1, H, T, Dh}),
+          dbb(dbias.data(), {R, H});
+      rc = run([&] { return gpu::gradients(qb, kb, vb, bb, yb, dqb, dkb, dvb, dbb); }, {&dqb, &dkb, &dvb, &dbb});
+    }
+    const std::string what = "gradients T=" + std::to_string(T);
+    if (rc != 0) return check(false, what + ": kernel returned " + std::to_string(rc) + " " + last_error);
+    // The heads stacked along the rows: (H·T, Dh); the bias (R, H).
+    auto attention = [&](const auto& in) {
+      using Acc = std::decay_t<decltype(in[0].a[0])>;
+      mat<Acc> out(H * T, Dh);
+      auto head_rows = [&](const mat<Acc>& m, index h) {
+        mat<Acc> r(T, Dh);
+        for (index i = 0; i < T * Dh; ++i) r.a[static_cast<std::size_t>(i)] = m.a[static_cast<std::size_t>(h * T * Dh + i)];
+        return r;
+      };
+      for (index h = 0; h < H; ++h) {
+        const attn::ref::score_mod<Acc> mod = [&](Acc s, index i, index j, index hh) {
+          return s + in[3](std::clamp<index>(i - j, 0, R - 1), hh);
+        };
+        const mat<Acc> o = attn::ref::scaled_dot_product(head_rows(in[0], h), head_rows(in[1], h), head_rows(in[2], h),
+                                                         attn::ref::inv_sqrt(Dh), [](index i, index j, index) { return j <= i; }, mod, h)
+                               .output;
+        for (index i = 0; i < T * Dh; ++i) out.a[static_cast<std::size_t>(h * T * Dh + i)] = o.a[static_cast<std::size_t>(i)];
+      }
+      return out;
+    };
+    const std::vector<mat<double>> inputs{slice<double>(q, 0, H * T, Dh), slice<double>(k, 0, H * T, Dh), slice<double>(v, 0, H * T, Dh),
+                                          slice<double>(bias, 0, R, H)};
+    const mat<double> d_y = slice<double>(dy, 0, H * T, Dh);
+    const auto d = attn::ref::reference_gradients<double>(attention, inputs, d_y);
+    const auto f = attn::ref::reference_gradients<float>(attention, inputs, d_y);
+    const std::vector<float>* got[] = {&dq, &dk, &dv, &dbias};
+    const char* names[] = {"dq", "dk", "dv", "dbias"};
+    for (std::size_t g = 0; g < 4; ++g) {
+      const attn::ref::comparison c = attn::ref::compare(got[g]->data(), d[g].size(), d[g], f[g]);
+      check(c.ok, what + ", " + names[g] + ": " + c.describe());
+    }
+  }
+}
+
 // Asked through the driver's library as Halide's runtime loads it (dlopen), so that building this
 // test needs neither OpenCL nor CUDA headers. Empty: there is one; else why not.
 std::string missing_platform() {
@@ -291,7 +346,7 @@ int main(int argc, char** argv) {
   const test_case cases[] = {{"full", full},       {"causal", causal},   {"sliding_window", sliding_window},
                              {"alibi", alibi},     {"softcap", softcap}, {"sigmoid", sigmoid}, {"generic", generic},
                              {"multi_head", multi_head}, {"generic_with_weights", generic_with_weights},
-                             {"shared_memory", shared_memory}, {"register_tiles", register_tiles}};
+                             {"shared_memory", shared_memory}, {"register_tiles", register_tiles}, {"gradients", gradients}};
   const std::string_view only = argc > 1 ? argv[1] : "";
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
