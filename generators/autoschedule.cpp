@@ -1,4 +1,4 @@
-#include "autoschedule.hpp"
+#include "generators/autoschedule.hpp"
 
 #include <algorithm>
 #include <cstdlib>

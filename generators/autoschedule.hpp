@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 #include <Halide.h>
-#include "lower.hpp"
+#include "generators/lowering/lower.hpp"
 
 namespace attn::gen {
 

@@ -1,12 +1,12 @@
-#include "pipeline.hpp"
+#include "generators/pipeline.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "cpu_schedule.hpp"
-#include "flash_cpu_schedule.hpp"
-#include "flash_gpu_schedule.hpp"
-#include "gpu_schedule.hpp"
+#include "generators/cpu/cpu_schedule.hpp"
+#include "generators/cpu/flash_cpu_schedule.hpp"
+#include "generators/gpu/flash_gpu_schedule.hpp"
+#include "generators/gpu/gpu_schedule.hpp"
 
 namespace attn::gen {
 

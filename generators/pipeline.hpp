@@ -4,7 +4,7 @@
 // ones, or the GPU ones when the target has a GPU feature (cuda, opencl, ...).
 #include <string>
 #include <Halide.h>
-#include "lower.hpp"
+#include "generators/lowering/lower.hpp"
 
 namespace attn::gen {
 

@@ -12,7 +12,7 @@
 #include "dim_bindings.hpp"
 #include "dsl/gradient.hpp"
 #include "errors.hpp"
-#include "generators/flash_gpu_schedule.hpp"
+#include "generators/gpu/flash_gpu_schedule.hpp"
 #include "generators/pipeline.hpp"
 #include "lowering_choice.hpp"
 #include "private_temp_dir.hpp"

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <vector>
 #include "errors.hpp"
-#include "generators/attention_pattern.hpp"
+#include "generators/fused/attention_pattern.hpp"
 #include "generators/autoschedule.hpp"
 
 namespace attn::detail {

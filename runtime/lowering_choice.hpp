@@ -3,7 +3,7 @@
 // ::schedule: shared by the JIT and by ahead-of-time generation, so both compile the same code.
 #include <string>
 #include <Halide.h>
-#include "generators/lower.hpp"
+#include "generators/lowering/lower.hpp"
 #include "kernel.hpp"
 #include "tensor_checks.hpp"
 

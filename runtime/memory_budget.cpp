@@ -6,7 +6,7 @@
 #include <limits>
 #include <unistd.h>
 #include "environment.hpp"
-#include "generators/attention_pattern.hpp"
+#include "generators/fused/attention_pattern.hpp"
 #include "limits.hpp"
 
 namespace attn::detail {

@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(block_causal_mask) {
   const auto block_keep = [](idx_t, idx_t i, idx_t j, idx_t) { return j / 4 <= i / 4; };
   expect_catalogue(attention(block_causal(s, 4)), "block-causal 4", lengths_1d, block_keep, no_mod, no_extra, qkv_only);
   // The same through float remainders: Halide's simplifier rewrites float x - x % c to x, so the
-  // lowering must never hand it a float % (generators/generic_lowering.cpp, remainder()).
+  // lowering must never hand it a float % (generators/lowering/generic_lowering.cpp, remainder()).
   const auto half_q = q_idx * 0.5f;
   const auto half_kv = kv_idx * 0.5f;
   expect_catalogue(attention(mask(s, half_kv - half_kv % 2 <= half_q - half_q % 2)), "block-causal 4 in floats", lengths_1d,

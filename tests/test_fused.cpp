@@ -1,6 +1,6 @@
 // The fused (flash) lowering: it is chosen for attention, it equals the double reference and the
 // generic lowering on shapes that are not multiples of any tile, for every mask and modifier, and
-// its numerics follow the rules of generators/nonfinite.hpp.
+// its numerics follow the rules of generators/lowering/nonfinite.hpp.
 //
 // Tolerance: ref::compare (tests/support/reference.hpp): kernel error ≤ 2 · naive float error + 1e-6 floor.
 // Each kernel runs with the default schedule and with small, odd tiles, so that 1000 keys span
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "generators/flash_schedule.hpp"
+#include "generators/cpu/flash_schedule.hpp"
 #include "runtime/jit.hpp"
 #include "support/guarded_tensor.hpp"
 #include "support/head_tensors.hpp"

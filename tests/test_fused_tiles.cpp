@@ -26,9 +26,9 @@
 
 #include <Halide.h>
 #include "dsl/dsl.hpp"
-#include "generators/fast_math.hpp"
-#include "generators/mask_bounds.hpp"
-#include "generators/nonfinite.hpp"
+#include "generators/lowering/fast_math.hpp"
+#include "generators/fused/mask_bounds.hpp"
+#include "generators/lowering/nonfinite.hpp"
 #include "generators/pipeline.hpp"
 
 namespace {
@@ -249,7 +249,7 @@ BOOST_AUTO_TEST_CASE(banded_masks_get_smaller_default_tiles) {
                         });
 }
 
-// The online softmax's exp (generators/fast_math.hpp), vectorised as in the kernels, against
+// The online softmax's exp (generators/lowering/fast_math.hpp), vectorised as in the kernels, against
 // std::exp over [-87, 0]: within 6 float ulps (measured 5; Halide's own exp: 5.7, and it turns NaN
 // into 0). NaN stays NaN; far below (ALiBi far from the diagonal) it is 0, never a denormal.
 BOOST_AUTO_TEST_CASE(softmax_exp_is_float_accurate) {

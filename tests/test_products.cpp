@@ -1,5 +1,5 @@
 // Products alone (project, matmul, combine), JIT-compiled with the register-tiled schedule of
-// generators/matmul_schedule.hpp and compared with the independent reference of support/reference.hpp.
+// generators/cpu/matmul_schedule.hpp and compared with the independent reference of support/reference.hpp.
 //
 // Shapes: rows 1, 7, 33, 257, 1000 (run time: 1 row, a partial row tile, one row past a multiple
 // of 16 and 32, many tiles and a tail); widths 3, 8, 64, 100, 512 (static: narrower than a vector,
@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "generators/lower.hpp"
-#include "generators/matmul_schedule.hpp"
+#include "generators/lowering/lower.hpp"
+#include "generators/cpu/matmul_schedule.hpp"
 #include "runtime/jit.hpp"
 #include "support/reference.hpp"
 

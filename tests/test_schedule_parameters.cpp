@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "generators/flash_gpu_schedule.hpp"
-#include "generators/flash_schedule.hpp"
-#include "generators/matmul_gpu_schedule.hpp"
-#include "generators/matmul_schedule.hpp"
+#include "generators/gpu/flash_gpu_schedule.hpp"
+#include "generators/cpu/flash_schedule.hpp"
+#include "generators/gpu/matmul_gpu_schedule.hpp"
+#include "generators/cpu/matmul_schedule.hpp"
 #include "dsl/dsl.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/jit.hpp"

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 #include "bench_cases.hpp"
 #include "generators/autoschedule.hpp"
-#include "generators/flash_schedule.hpp"
+#include "generators/cpu/flash_schedule.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/target_check.hpp"
 #include "tuner.hpp"

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-#include "generators/flash_gpu_schedule.hpp"
-#include "generators/flash_schedule.hpp"
+#include "generators/gpu/flash_gpu_schedule.hpp"
+#include "generators/cpu/flash_schedule.hpp"
 
 namespace attn::tune {
 

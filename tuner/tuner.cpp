@@ -8,7 +8,7 @@
 #include <set>
 #include <Halide.h>
 #include "dsl/printer.hpp"
-#include "generators/attention_pattern.hpp"
+#include "generators/fused/attention_pattern.hpp"
 #include "compile_in_child.hpp"
 #include "output_check.hpp"
 #include "progress.hpp"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gpu_bench_kernels.h"
-#include "generators/aot/kernel_buffer.hpp"
+#include "runtime/kernel_buffer.hpp"
 #include "tests/support/reference.hpp"
 
 namespace {

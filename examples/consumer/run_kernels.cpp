@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include "causal_kernel.h"
-#include "generators/aot/kernel_buffer.hpp"
+#include "runtime/kernel_buffer.hpp"
 #include "inputs.hpp"
 #include "my_kernel.h"
 

@@ -3,7 +3,7 @@
  * (checked_call.c) recognises it by its magic and keeps the first message in it, instead of
  * printing and aborting. Its layout and magic are the same in every attnforge kernel, so any
  * of their handlers fills any of their calls'. attn::aot::kernel_buffer passes one to the
- * device copies it makes (kernel_buffer.hpp). Valid C and C++. */
+ * device copies it makes (runtime/kernel_buffer.hpp). Valid C and C++. */
 #ifndef ATTN_CALL_CONTEXT_H
 #define ATTN_CALL_CONTEXT_H
 

@@ -6,7 +6,7 @@
 //   ATTN_REGISTER_KERNEL(my::causal_alibi);                          // named "my::causal_alibi"
 //   ATTN_REGISTER_KERNEL_AS("alibi", my::causal_alibi, "ALiBi, causal");  // another name, a description
 //
-// and link them with attnforge::generator (a main() that lists and builds them; attn_gen.cpp).
+// and link them with attnforge::generator (a main() that lists and builds them; runtime/attn_gen.cpp).
 // Halide-free: only the DSL and its IR.
 #include <map>
 #include <string>

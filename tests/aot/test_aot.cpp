@@ -25,7 +25,7 @@
 #ifdef ATTN_TEST_MULTITARGET
 #include "aot_multitarget.h"
 #endif
-#include "generators/aot/kernel_buffer.hpp"
+#include "runtime/kernel_buffer.hpp"
 #include "generators/aot/named_variants.hpp"
 #include "registered_kernel.hpp"
 #include "runtime/jit.hpp"

@@ -20,7 +20,7 @@
 #ifdef ATTN_TEST_MULTITARGET
 #include "aot_multitarget.h"
 #endif
-#include "generators/aot/kernel_buffer.hpp"
+#include "runtime/kernel_buffer.hpp"
 
 namespace {
 

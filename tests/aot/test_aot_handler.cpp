@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "aot_causal_attention.h"
-#include "generators/aot/kernel_buffer.hpp"
+#include "runtime/kernel_buffer.hpp"
 
 namespace {
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "gpu_kernels.h"  // the kernels of this API, as gpu::NAME (gpu_kernels.h.in)
-#include "generators/aot/kernel_buffer.hpp"
+#include "runtime/kernel_buffer.hpp"
 #include "support/reference.hpp"
 #include "support/reference_gradient.hpp"
 

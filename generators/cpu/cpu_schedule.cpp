@@ -1,0 +1,93 @@
+#include "generators/cpu/cpu_schedule.hpp"
+
+#include "generators/cpu/fuse_loops.hpp"
+#include "generators/cpu/matmul_schedule.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+// Vectorise the innermost var, run the rest as one parallel loop; returns that loop's var.
+VarOrRVar vectorize_and_parallelize(Func f, const std::vector<Var>& vars, int vec) {
+  f.vectorize(vars.front(), vec, TailStrategy::GuardWithIf);
+  if (vars.size() < 2) return Var::outermost();
+  VarOrRVar outer = fuse_all(f, std::vector<Var>(vars.begin() + 1, vars.end()));
+  f.parallel(outer);
+  return outer;
+}
+
+// A transpose (the innermost two dims swapped) in square tiles of one vector: contiguous loads
+// and stores, transposed in registers, instead of a strided gather per vector.
+void transpose_in_tiles(Func f, const std::vector<Var>& vars, int vec) {
+  Var xi("xi"), yo("yo"), yi("yi");
+  f.split(vars[0], vars[0], xi, vec, TailStrategy::GuardWithIf)
+      .split(vars[1], yo, yi, vec, TailStrategy::GuardWithIf)
+      .reorder(xi, yi, vars[0], yo)
+      .vectorize(xi)
+      .unroll(yi);
+  std::vector<Var> outer{yo};
+  outer.insert(outer.end(), vars.begin() + 2, vars.end());
+  f.parallel(fuse_all(f, outer));
+}
+
+}  // namespace
+
+void schedule_cpu(lowered& l, const Target& target) {
+  const int vec = target.natural_vector_size<float>();
+  for (lowered::stage& st : l.stages) {
+    Func f = st.func;
+    const std::vector<Var>& v = st.vars;  // innermost first
+    f.compute_root();
+    switch (st.kind) {
+      case lowered::stage::layout:
+        if (v.size() >= 2) transpose_in_tiles(f, v, vec);
+        else vectorize_and_parallelize(f, v, vec);
+        break;
+      case lowered::stage::product: {
+        // Register-tiled (matmul_schedule.hpp); the product then lives in the returned Func.
+        const Func stored = apply_matmul_schedule(st, default_matmul_schedule(shape_of(st), target));
+        if (st.right_finite.defined()) {  // the plain product where the right operand is finite
+          st.right_finite.compute_root();
+          f.update().specialize(st.right_finite());
+        }
+        replace_output(l, f, stored);
+        break;
+      }
+      case lowered::stage::sum:
+        // Every element its own sum: elements in parallel, vectors of them through the sum.
+        vectorize_and_parallelize(f, v, vec);
+        if (!v.empty()) {
+          f.update().vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+          if (v.size() >= 2) f.update().parallel(v.back());
+        }
+        break;
+      case lowered::stage::scatter:
+        vectorize_and_parallelize(f, v, vec);
+        f.update().unscheduled();  // one serial pass (stage.hpp)
+        break;
+      case lowered::stage::softmax_row: {
+        f.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+        // The row's helpers computed per row (at a row of one loop fused with heads and batch,
+        // Halide sized them for every row: a T x T buffer allocated per row).
+        for (Func helper : {st.row_max, st.row_exp, st.row_sum}) {
+          if (v.size() >= 2) helper.compute_at(f, v[1]);
+          else helper.compute_root();
+        }
+        if (v.size() >= 2) parallel_rows(f, v[1], std::vector<Var>(v.begin() + 2, v.end()));
+        st.row_exp.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+        break;
+      }
+      case lowered::stage::row_reduction: {
+        // One row per iteration, its max and sum computed there, as the softmax's.
+        if (v.empty()) break;  // a scalar: the softmax of a vector
+        for (Func helper : {st.row_max, st.row_sum}) helper.compute_at(f, v[0]);
+        parallel_rows(f, v[0], std::vector<Var>(v.begin() + 1, v.end()));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace attn::gen

@@ -1,0 +1,260 @@
+#include "generators/cpu/flash_cpu_schedule.hpp"
+
+#include <algorithm>
+
+#include "generators/cpu/fuse_loops.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+enum block_order { rows_outside, key_blocks_outside };
+
+// f(x, ...) (+)= ... with x vectorised in `vectors` unrolled vectors and y unrolled by `rows`
+// (an update's reduction `r` outside them): a register tile. The blocks of x are walked inside
+// the blocks of y, or outside them (one block of the right operand reused by every row). Returns
+// the innermost loop over the register tiles (a Func computed at it is one register tile's).
+Var register_tile(Stage u, const VarOrRVar& x, const VarOrRVar& y, const std::vector<RVar>& r, int vector, int vectors,
+                  int rows, block_order order = rows_outside) {
+  Var xo("blocks_" + x.name()), xi, xv, yo("blocks_" + y.name()), yi;
+  u.split(x, xo, xi, vector * vectors, TailStrategy::GuardWithIf)
+      .split(xi, xi, xv, vector, TailStrategy::GuardWithIf)
+      .split(y, yo, yi, rows, TailStrategy::GuardWithIf);
+  std::vector<VarOrRVar> loops{xv, xi, yi};
+  loops.insert(loops.end(), r.begin(), r.end());
+  if (order == rows_outside) loops.insert(loops.end(), {xo, yo});
+  else loops.insert(loops.end(), {yo, xo});
+  u.reorder(loops).vectorize(xv).unroll(xi).unroll(yi);
+  return order == rows_outside ? xo : yo;
+}
+
+// A copy of the product's right operand (Kᵀ) for this tile, rows padded by one vector so that
+// rows a power of two apart do not share cache sets.
+void stage_right_operand(stage& st, const LoopLevel& at, const flash_schedule& s) {
+  Func staged = st.right_operand.in(st.func);
+  const Var keys = staged.args().front();
+  staged.compute_at(at).bound_storage(keys, s.kv_tile + s.vector).vectorize(keys, s.vector, TailStrategy::GuardWithIf);
+}
+
+// Kᵀ (a product's right operand, keys innermost) stored with an odd number of cache lines per
+// row: a register tile walks its rows, one per step, and at a power-of-two number of keys all
+// of them would share one L1 set. 1.01-1.08x at T = 1024..4096 (AVX2) for full attention; a
+// sliding window's Q·Kᵀ, unpadded, took 1.5x as long as its P·V (T = 4096, AVX2).
+void pad_right_operand(stage& st, const Expr& keys) {
+  if (st.kind != stage::product || !st.right_operand.defined()) return;
+  constexpr int line = 16;  // floats per 64-byte cache line
+  st.right_operand.bound_storage(st.right_operand.args().front(), (((keys + line - 1) / line) | 1) * line);
+}
+
+// Kᵀ for one key tile (stage::tile_transpose), transposed from K in square blocks of one vector
+// (loads and stores whole vectors, shuffled in registers); rows padded by a vector, as stage_right_operand's.
+void transpose_per_tile(Func t, const LoopLevel& tile, const flash_schedule& s) {
+  const Var keys = t.args()[0], d = t.args()[1];
+  Var ko, ki, dO, di;
+  t.compute_at(tile).bound_storage(keys, s.kv_tile + s.vector);
+  t.split(keys, ko, ki, s.vector, TailStrategy::GuardWithIf)
+      .split(d, dO, di, s.vector, TailStrategy::GuardWithIf)
+      .reorder(ki, di, ko, dO)
+      .vectorize(ki)
+      .unroll(di);
+}
+
+// Kᵀ copied per key tile (stage_kv): its blocks are then walked outside the rows, each reused by every row.
+bool staged_right_operand(const stage& st, const flash_schedule& s) { return s.stage_kv && st.right_operand.defined(); }
+
+// A register tile of a product (Q·Kᵀ) with its keys (vectors) and rows: no wider than the step's
+// key tile (a wider one would run guarded).
+int product_vectors(const flash_schedule& s, int keys) { return std::max(1, std::min(s.kv_vectors, keys / s.vector)); }
+
+// `in_registers`: `at` is one register tile of the scores, which read the product there (a lone
+// product, flash_step::score's only pairwise stage); otherwise `at` is a block of `rows` rows.
+void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const LoopLevel& tile, const flash_schedule& s,
+                       int rows, int keys) {
+  if (st.tile_transpose.defined()) transpose_per_tile(st.tile_transpose, tile, s);
+  const int vectors = product_vectors(s, keys);
+  // At most one tile's keys and one block's rows: without the bound, the clamps at the last
+  // row and key make Halide size it dynamically (a heap allocation per block).
+  st.func.compute_at(at).store_at(at);
+  if (in_registers) {
+    st.func.bound_storage(st.vars[0], s.vector * vectors).bound_storage(st.vars[1], s.q_unroll);
+    register_tile(st.func, st.vars[0], st.vars[1], {}, s.vector, vectors, s.q_unroll);
+  } else {
+    st.func.bound_storage(st.vars[0], s.kv_tile).bound_storage(st.vars[1], rows);
+    st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
+  }
+  if (st.kind == stage::product) {
+    if (staged_right_operand(st, s)) stage_right_operand(st, tile, s);
+    // In registers the tile is one block: the order of blocks is the scores' (schedule_step).
+    register_tile(st.func.update(), st.vars[0], st.vars[1], {st.reduction.x}, s.vector, vectors, s.q_unroll,
+                  staged_right_operand(st, s) && !in_registers ? key_blocks_outside : rows_outside);
+  } else if (st.kind == stage::softmax_row) {
+    for (Func helper : {st.row_max, st.row_exp, st.row_sum}) helper.compute_at(at);
+  }
+}
+
+// Every stage of g (when defined) without loop partitioning.
+void never_partition(Func g) {
+  if (!g.defined()) return;
+  g.never_partition_all();
+  for (int i = 0; i < g.num_update_definitions(); ++i) g.update(i).never_partition_all();
+}
+
+// Is V finite? One pass over it per call, before the tasks, row by row: V's columns innermost
+// (vectors), every other index outside them.
+void schedule_value_check(flash_funcs& f, int vector) {
+  f.values_finite.compute_root();
+  Func e = f.value_exponents;
+  const Var d = e.args().front();
+  e.compute_root().vectorize(d, vector, TailStrategy::GuardWithIf);
+  std::vector<VarOrRVar> order{d};
+  for (const auto& rv : e.function().update(0).schedule().rvars()) order.push_back(RVar(rv.var));
+  e.update().reorder(order).vectorize(d, vector, TailStrategy::GuardWithIf);
+}
+
+void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
+  const int v = s.vector;
+  Stage u = f.state.update(step.update - 1);
+  const Var column = f.state_column();
+  u.vectorize(column, v, TailStrategy::GuardWithIf);
+  const LoopLevel tile(f.state, step.r.x);
+  LoopLevel at = tile;
+  const bool row_blocks = s.row_block > 0 && s.row_block < f.q_tile;
+  if (row_blocks) {
+    const std::string kind = step.score.name();  // loop names unique per step
+    Var rows("rows_" + kind), row("row_" + kind);
+    u.split(f.qi, rows, row, s.row_block, TailStrategy::GuardWithIf).reorder(column, row, rows, step.r.x);
+    at = LoopLevel(f.state, rows);
+  } else {
+    u.reorder(column, f.qi, step.r.x);
+  }
+
+  // A lone product (Q·Kᵀ) accumulates in registers: computed per register tile of the scores, which
+  // scale, modify and mask it there; no buffer of the tile's products is zeroed, stored and read
+  // back (1.05-1.2x for full attention at T = 1024..4096, AVX2). Kᵀ staged per tile (stage_kv):
+  // the scores' register tiles walk the key blocks outside the rows, each block reused by every row.
+  const bool in_registers = step.pairwise.size() == 1 && step.pairwise.front().kind == stage::product;
+  LoopLevel product_at = at;
+  step.score.compute_at(at);
+  if (in_registers) {
+    const block_order order = staged_right_operand(step.pairwise.front(), s) ? key_blocks_outside : rows_outside;
+    const Var blocks = register_tile(step.score, f.kvi, f.qi, {}, v, product_vectors(s, step.tile), s.q_unroll, order);
+    product_at = LoopLevel(step.score, blocks);
+  } else {
+    step.score.vectorize(f.kvi, v, TailStrategy::GuardWithIf);
+  }
+  for (stage& pw : step.pairwise)
+    schedule_pairwise(pw, product_at, in_registers, tile, s, row_blocks ? s.row_block : f.q_tile, step.tile);
+  // Softmax-free attention has the scores (its weights) and P·V only: no max, probabilities or sum.
+  const bool normalised = step.prob.defined();
+  if (normalised) {
+    step.prob.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
+    // A row's lane maxima and sums stay in a register, reduced across it where computed (stored and
+    // read back one lane at a time, the maxima were 16 loads and 15 maxes a row and tile).
+    step.max_lanes.compute_at(step.max, f.qi);
+    step.sum_lanes.compute_at(step.sum, f.qi);
+    for (Func lanes : {step.max_lanes, step.sum_lanes}) {
+      lanes.vectorize(f.lane);
+      lanes.update().reorder(f.lane, step.in_lane.x, f.qi).vectorize(f.lane);
+    }
+    step.max.compute_at(at);
+    step.sum.compute_at(at).update().unroll(step.lanes.x);
+  }
+  // One key tile of one query tile: the RDom's conditions make Halide size t and qt as 0 or 1,
+  // which would put the buffers on the heap (a malloc per tile); they are 1.
+  // Rows: a block's, or the query tile's (at most q_tile; fewer rows known only at the call); the
+  // lanes, computed per row, one.
+  const int block_rows = row_blocks ? s.row_block : f.q_tile;
+  auto bound_tile = [&](Func per_tile, int rows) {
+    if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1).bound_storage(f.qi, rows);
+  };
+  for (Func per_tile : {step.score, step.prob, step.max, step.sum, step.pv}) bound_tile(per_tile, block_rows);
+  for (Func lanes : {step.max_lanes, step.sum_lanes}) bound_tile(lanes, 1);
+  // P·V: dv in registers (pv_tile_vectors: all of V's row where it fits) × pv_rows rows, keys outside.
+  const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
+  const int dv_vectors = pv_tile_vectors(s, f.dv_known);
+  step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
+  Stage pv = step.pv.update();
+  if (s.pv_keys > 0 && s.pv_keys < step.tile) {
+    // Keys in blocks whose rows of V stay in L1 while every register tile of rows uses them.
+    RVar ko("pv_ko"), ki("pv_ki");
+    Var dvo, dvi, dvv, qo, qi;
+    pv.split(step.keys.x, ko, ki, s.pv_keys)
+        .split(f.dv, dvo, dvi, v * dv_vectors, TailStrategy::GuardWithIf)
+        .split(dvi, dvi, dvv, v, TailStrategy::GuardWithIf)
+        .split(f.qi, qo, qi, pv_rows, TailStrategy::GuardWithIf)
+        .reorder(dvv, dvi, qi, ki, dvo, qo, ko)
+        .vectorize(dvv)
+        .unroll(dvi)
+        .unroll(qi);
+  } else {
+    register_tile(pv, f.dv, f.qi, {step.keys.x}, v, dv_vectors, pv_rows);
+  }
+  // Partial tiles where V is finite: the plain FMA (1.4x faster for a sliding window of 256), with
+  // the schedule above (a specialisation copies it).
+  if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
+  // No loop partitioning in a step: its guarded tails nest (register tiles in row blocks in key
+  // tiles), and Halide's partitioning of them grows without bound (sliding windows with vectors of
+  // 4 at Dh = 64 compile for tens of minutes with it, in seconds without); the default schedules
+  // run as fast without it.
+  for (Func g : {step.score, step.prob, step.max, step.sum, step.pv, step.max_lanes, step.sum_lanes}) never_partition(g);
+  for (stage& pw : step.pairwise) never_partition(pw.func);
+  u.never_partition_all();
+}
+
+}  // namespace
+
+void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) {
+  // With the log-sum-exp, the state is computed in `rows` and copied out to both (O(T·Dv) of the O(T²·Dv) work).
+  Func out = f.rows.defined() ? f.rows : f.output;
+  if (f.rows.defined()) {
+    std::vector<Var> rows{f.q};
+    rows.insert(rows.end(), f.lead.begin(), f.lead.end());
+    if (f.batched) rows.push_back(f.batch);
+    f.output.compute_root().vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+    f.output.parallel(fuse_all(f.output, rows));
+    f.lse.compute_root().vectorize(f.q, s.vector, TailStrategy::GuardWithIf);
+    if (rows.size() > 1) f.lse.parallel(fuse_all(f.lse, std::vector<Var>(rows.begin() + 1, rows.end())));
+  }
+  Var qo("qo"), qin("qin");
+  out.compute_root().split(f.q, qo, qin, f.q_rows, TailStrategy::GuardWithIf).reorder(f.dv, qin, qo);
+  // One task per (query tile, lead dims, batch item), all in one parallel loop.
+  std::vector<Var> tasks{qo};
+  tasks.insert(tasks.end(), f.lead.begin(), f.lead.end());
+  if (f.batched) tasks.push_back(f.batch);
+  const Var task = fuse_all(out, tasks);
+  out.parallel(task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
+  if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
+
+  f.state.compute_at(out, task)
+      .vectorize(f.state_column(), s.vector, TailStrategy::GuardWithIf)
+      .bound_storage(f.qt, 1)
+      .bound_storage(f.qi, f.q_tile);
+  if (f.state_lanes > 0) f.state.bound(f.lane, 0, f.state_lanes);
+  // A Dv bound when compiling bounds the unpacked state, not the output (a wrong-sized V is then
+  // reported as V's error, not the output's; a packed state has no dv, and flash_algorithm's
+  // accumulated() refuses columns past the width); unbounded, P·V's register tiles have dynamic
+  // extents (1.6× slower).
+  if (f.dv_size == 0 && f.dv_known > 0 && f.state_lanes == 0) f.state.bound(f.dv, 0, f.dv_known);
+  // A width known only at the call: the state is V's width, and the kernel has a version with
+  // fixed-size buffers and register tiles for each common width (2.5x faster than sized at run time).
+  if (f.dv_known == 0) f.state.bound(f.dv, 0, f.dv_extent);
+  auto for_widths = [&](Stage st) {
+    if (f.dv_known == 0)
+      for (int width : {64, 128}) st.specialize(f.dv_extent == width);
+  };
+  // Few queries known only at the call: a version of their own (one query tile of exactly N_Q
+  // rows, Kᵀ per key tile). One version: each doubles the compile time of the kernel.
+  if (f.few_queries.defined() && !Internal::is_const(f.few_queries)) for_widths(out.specialize(f.few_queries));
+  for_widths(out);
+  if (f.values_finite.defined()) schedule_value_check(f, s.vector);
+  schedule_step(f, f.full, s);
+  schedule_step(f, f.partial, s);
+  if (!s.stage_kv)
+    // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
+    // whose region bounds inference still counts).
+    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max(f.nk, f.kv_tile));
+}
+
+}  // namespace attn::gen

@@ -1,0 +1,435 @@
+#include "generators/lowering/generic_lowering.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include "generators/lowering/fast_math.hpp"
+#include "generators/fused/fused_lowering.hpp"
+#include "generators/lowering/lse_lowering.hpp"
+#include "generators/lowering/nonfinite.hpp"
+#include "generators/lowering/nonfinite_lowering.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+// a mod b as the DSL defines it, a - b·floor(a/b) (Halide's % on floats), but never through
+// Halide's float %: its simplifier rewrites x - x % c to x (Halide 21), which turned
+// block_causal's (kv - kv % 4) / 4 <= (q - q % 4) / 4 into causal. Integers (indices, and
+// integral constants, which reach here as floats) use integer %, where that rewrite is exact.
+Expr remainder(Expr a, Expr b) {
+  const std::optional<double> c = Internal::as_const_float(b);
+  if (a.type().is_int() && c && *c == std::floor(*c) && *c != 0 && std::abs(*c) < 2147483647.0)
+    b = Internal::make_const(a.type(), static_cast<std::int64_t>(*c));
+  if (a.type().is_int() && b.type().is_int()) return a % b;
+  a = cast(Float(32), a);
+  b = cast(Float(32), b);
+  return a - b * Halide::floor(a / b);
+}
+
+// floor(a / b). For integers (indices, and integral constants) Halide's integer division,
+// which is exact: a float a / b may become a·(1/b) fused into a neighbouring subtraction, and
+// 18 / 6 then compares as 3.0000001 (NATTEN's rows lost a neighbour that way).
+Expr floor_div(Expr a, Expr b) {
+  const std::optional<double> c = Internal::as_const_float(b);
+  if (a.type().is_int() && c && *c == std::floor(*c) && *c != 0 && std::abs(*c) < 2147483647.0)
+    b = Internal::make_const(a.type(), static_cast<std::int64_t>(*c));
+  if (a.type().is_int() && b.type().is_int()) return a / b;
+  return Halide::floor(cast(Float(32), a) / cast(Float(32), b));
+}
+
+}  // namespace
+
+Expr generic_lowering::arg(const ir::node& n, std::size_t k, const std::vector<Expr>& idx, const placeholders& ph) {
+  return value(n.args[k], s_.broadcast_index(n.args[k], idx), ph);
+}
+
+// Does node i read a tensor's values or the score (not only indices, dims and constants)?
+bool generic_lowering::reads_float_data(int i) const {
+  const ir::node& n = s_.g.at(i);
+  switch (n.kind) {
+    case ir::op::input: case ir::op::weight: return true;
+    case ir::op::int_input: case ir::op::constant: case ir::op::dim_value: return false;
+    case ir::op::placeholder: return n.param == static_cast<int>(ir::placeholder::score);
+    default: return std::any_of(n.args.begin(), n.args.end(), [&](int a) { return reads_float_data(a); });
+  }
+}
+
+// x / y. Data (a score, a tensor's values) divided by a constant is a product with its
+// reciprocal, within an ulp of the quotient and alike for ±inf, NaN and 0 (softcap's score / cap:
+// a vector division per score made softcap + causal 1.04-1.06x slower). Index arithmetic keeps
+// its exact division (q_idx / 6 in a predicate must keep the same keys as the user's formula).
+Expr generic_lowering::divided(const ir::node& n, const Expr& x, const Expr& y) const {
+  const ir::node& divisor = s_.g.at(n.args[1]);
+  if (divisor.kind == ir::op::constant && reads_float_data(n.args[0])) {
+    const float c = static_cast<float>(divisor.value), r = 1.0f / c;
+    if (std::isnormal(c) && std::isnormal(r)) return x * r;
+  }
+  return x / y;
+}
+
+Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placeholders& ph) {
+  using ir::op;
+  const ir::node& n = s_.g.at(i);
+  if (ir::is_materialised(n.kind)) return func(i)(s_.args_of(n, idx));
+  auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
+  switch (n.kind) {
+    case op::input: case op::weight: case op::int_input:
+      return s_.params.at(i)(s_.args_of(n, clamped_to_tensor(s_, i, idx)));
+    case op::constant: return Internal::make_const(Float(32), n.value);
+    case op::dim_value: return cast<float>(s_.extent(n.name, static_cast<std::int64_t>(n.value)));
+    case op::placeholder: {
+      const Expr* which[] = {&ph.score, &ph.q_idx, &ph.kv_idx, &ph.head};
+      return *which[n.param];
+    }
+    case op::matmul: case op::softmax: case op::transpose: break;  // materialised: read from func(i) above
+    case op::neg: return -a(0);
+    case op::tanh: return vector_tanh(a(0));
+    case op::exp: return Halide::exp(a(0));
+    case op::log: return Halide::log(a(0));
+    case op::abs: return cast(Float(32), Halide::abs(a(0)));
+    case op::sqrt: return Halide::sqrt(a(0));
+    case op::rsqrt: return 1.0f / Halide::sqrt(a(0));
+    case op::sigmoid: return gen::sigmoid(a(0));
+    case op::relu: return gen::relu(a(0));
+    case op::logical_not: return !a(0);
+    case op::add: return a(0) + a(1);
+    case op::sub: return a(0) - a(1);
+    case op::mul: return a(0) * a(1);
+    case op::div: return divided(n, a(0), a(1));
+    case op::mod: return remainder(a(0), a(1));
+    case op::floor_div: return floor_div(a(0), a(1));
+    case op::minimum: return Halide::min(a(0), a(1));
+    case op::maximum: return Halide::max(a(0), a(1));
+    case op::lt: return a(0) < a(1);
+    case op::le: return a(0) <= a(1);
+    case op::gt: return a(0) > a(1);
+    case op::ge: return a(0) >= a(1);
+    case op::eq: return a(0) == a(1);
+    case op::ne: return a(0) != a(1);
+    case op::logical_and: return a(0) && a(1);
+    case op::logical_or: return a(0) || a(1);
+    case op::select: return Halide::select(a(0), a(1), a(2));
+    case op::mask: {
+      Expr s = a(0);
+      if (s_.tile.transparent.contains(i)) return s;  // applied as the fused score's `keep` instead
+      return masked_score(arg(n, 1, idx, score_placeholders(n, idx, s)), s);
+    }
+    case op::modify: {
+      // modify(mask(S, p), f) runs as mask(modify(S, f), p): masked scores stay masked,
+      // whatever order the two were written in.
+      std::vector<int> masks;
+      int inner = n.args[0];
+      while (s_.g.at(inner).kind == op::mask) masks.push_back(inner), inner = s_.g.at(inner).args[0];
+      Expr s = value(inner, idx, ph);
+      Expr f = cast(Float(32), arg(n, 1, idx, score_placeholders(n, idx, s)));
+      for (int m : masks)
+        if (!s_.tile.transparent.contains(m)) f = masked_score(arg(s_.g.at(m), 1, idx, score_placeholders(n, idx, s)), f);
+      return f;
+    }
+    case op::split_heads: {  // (.., h, t, dh) reads (.., t, h*Dh + dh)
+      std::size_t r = idx.size();
+      Expr width = static_cast<int>(n.shape.back().size);
+      std::vector<Expr> c(idx.begin(), idx.end() - 3);
+      c.push_back(idx[r - 2]);
+      c.push_back(idx[r - 3] * width + idx[r - 1]);
+      return value(n.args[0], c, ph);
+    }
+    case op::concat_heads: {  // (.., t, d) reads (.., d / Dh, t, d % Dh)
+      std::size_t r = idx.size();
+      Expr width = static_cast<int>(s_.g.at(n.args[0]).shape.back().size);
+      std::vector<Expr> c(idx.begin(), idx.end() - 2);
+      c.push_back(idx[r - 1] / width);
+      c.push_back(idx[r - 2]);
+      c.push_back(idx[r - 1] % width);
+      return value(n.args[0], c, ph);
+    }
+    case op::gather: {  // the tensor at integer indices, each clamped to [0, extent - 1]
+      const ir::node& table = s_.g.at(n.args[0]);
+      std::vector<Expr> at;
+      for (std::size_t k = 0; k < table.shape.size(); ++k) {
+        const Expr last = s_.extent(table.shape[k].name, table.shape[k].size) - 1;
+        at.push_back(clamp(cast(Int(32), a(k + 1)), 0, last));
+      }
+      return s_.params.at(n.args[0])(s_.args_of(table, at));
+    }
+    case op::repeat_heads: {  // (.., h, t, d) reads (.., h / (H / G), t, d)
+      const std::size_t r = idx.size();
+      const auto per_group = static_cast<int>(n.shape[r - 3].size / s_.g.at(n.args[0]).shape[r - 3].size);
+      std::vector<Expr> c = idx;
+      c[r - 3] = idx[r - 3] / per_group;
+      return value(n.args[0], c, ph);
+    }
+    case op::unsqueeze: {
+      std::vector<Expr> c = idx;
+      c.erase(c.begin() + n.param);
+      return value(n.args[0], c, ph);
+    }
+    case op::squeeze: {
+      std::vector<Expr> c = idx;
+      c.insert(c.begin() + n.param, 0);
+      return value(n.args[0], c, ph);
+    }
+    case op::bind: {  // f at idx, with the placeholders of the scores at idx (`score`: unmasked, as modify reads it)
+      int inner = n.args[0];
+      while (s_.g.at(inner).kind == op::mask) inner = s_.g.at(inner).args[0];
+      return arg(n, 1, idx, score_placeholders(n, idx, value(inner, s_.broadcast_index(inner, idx), {})));
+    }
+    case op::sum_to: case op::sum_groups: case op::scatter_add: case op::store: break;  // materialised
+  }
+  throw std::logic_error("lower: no rule for op " + std::string(ir::op_name(n.kind)));
+}
+
+placeholders generic_lowering::score_placeholders(const ir::node& n, const std::vector<Expr>& idx, Expr s) const {
+  std::size_t r = idx.size();
+  Expr head = 0;
+  for (std::size_t k = 0; k < r; ++k)
+    if (n.shape[k].role == ir::dim_role::heads) head = idx[k];
+  return {std::move(s), idx[r - 2], idx[r - 1], head};
+}
+
+Func generic_lowering::func(int i) {
+  const bool fresh = in_fused_tile(s_, s_.g.at(i));
+  if (auto it = s_.funcs.find(i); !fresh && it != s_.funcs.end()) return it->second;
+  if (auto a = s_.fused.find(i); a != s_.fused.end()) return lower_fused(*this, s_, a->second);
+  const ir::node& n = s_.g.at(i);
+  auto [f, vars] = s_.new_func(std::string(ir::op_name(n.kind)), n);
+  std::vector<Expr> idx = as_exprs(vars);
+  stage st{f, s_.halide_vars(vars, n.batched), stage::layout, {}, {}, {}, {}, s_.static_extents(n), {}};
+  switch (n.kind) {
+    case ir::op::transpose:
+      define_transpose(n, f, idx);
+      break;
+    case ir::op::matmul:
+      st.reduction = define_product(n, f, idx, st);
+      st.kind = stage::product;
+      if (auto it = s_.funcs.find(n.args[1]); s_.g.at(n.args[1]).shape.size() >= 2 && it != s_.funcs.end())
+        st.right_operand = it->second;
+      break;
+    case ir::op::softmax:
+      define_softmax(n, f, vars, st);
+      st.kind = stage::softmax_row;
+      break;
+    case ir::op::sum_to:
+      define_sum_to(n, f, idx);
+      st.kind = stage::sum;
+      break;
+    case ir::op::sum_groups:
+      define_sum_groups(n, f, idx);
+      st.kind = stage::sum;
+      break;
+    case ir::op::scatter_add:
+      define_scatter_add(n, f, idx);
+      st.kind = stage::scatter;
+      break;
+    case ir::op::store:
+      f(s_.args_of(n, idx)) = value(n.args[0], idx, {});
+      break;
+    default: throw std::logic_error("lower: no rule for materialised op " + std::string(ir::op_name(n.kind)));
+  }
+  if (fresh) {
+    s_.tile.pairwise->push_back(st);
+  } else {
+    s_.funcs.emplace(i, f);
+    s_.out.stages.push_back(st);
+  }
+  return f;
+}
+
+// Does the subtree at i read the placeholder `score`?
+bool generic_lowering::uses_score(int i) const {
+  const ir::node& n = s_.g.at(i);
+  if (n.kind == ir::op::placeholder) return n.param == static_cast<int>(ir::placeholder::score);
+  for (int a : n.args)
+    if (uses_score(a)) return true;
+  return false;
+}
+
+Expr generic_lowering::kept_by_chain(const attention_match& m, const std::vector<Expr>& idx) {
+  Expr keep = Internal::const_true();
+  for (int mask : m.chain) {
+    const ir::node& link = s_.g.at(mask);
+    const std::vector<Expr> at = s_.broadcast_index(mask, idx);
+    const Expr s = uses_score(link.args[1]) ? value(link.args[0], at, {}) : Expr();
+    keep = keep && arg(link, 1, at, score_placeholders(link, at, s));
+  }
+  return keep;
+}
+
+void generic_lowering::define_transpose(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  std::vector<Expr> c = idx;
+  std::swap(c[c.size() - 1], c[c.size() - 2]);
+  f(s_.args_of(n, idx)) = value(n.args[0], c, {});
+}
+
+// The right operand of product n at ib. A materialised transpose (Kᵀ) is computed once and
+// shared by every query tile; where few queries share it (tile_context::few_queries: decoding,
+// one small query tile per head), a per-tile product reads a copy transposed per key tile instead
+// (stage::tile_transpose), and the pass over K, a round trip through memory, is not made.
+Expr generic_lowering::right_operand(const ir::node& n, const std::vector<Expr>& ib, stage& st) {
+  const Expr shared = value(n.args[1], ib, {});
+  const ir::node& t = s_.g.at(n.args[1]);
+  const bool per_tile = in_fused_tile(s_, n) && t.kind == ir::op::transpose && t.shape.size() >= 2;
+  const Expr& few_queries = s_.tile.few_queries;
+  if (!per_tile || !few_queries.defined() || is_const_zero(few_queries)) return shared;
+  auto [f, vars] = s_.new_func("tile_transpose", t);
+  define_transpose(t, f, as_exprs(vars));
+  st.tile_transpose = f;
+  return select(few_queries, f(s_.args_of(t, ib)), shared);
+}
+
+RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, stage& st) {
+  const auto& sa = s_.g.at(n.args[0]).shape;
+  const auto& sb = s_.g.at(n.args[1]).shape;
+  RDom k(0, s_.extent(sa.back().name, sa.back().size), "k");
+  std::vector<Expr> ia, ib;
+  if (sb.size() == 1) {  // (.., M, K)·(K)
+    ia = idx;
+    ia.push_back(k);
+    ib = {k};
+  } else if (sa.size() == 1) {  // (K)·(.., K, N)
+    ia = {k};
+    ib.assign(idx.begin(), idx.end() - 1);
+    ib.push_back(k);
+    ib.push_back(idx.back());
+  } else {  // (.., M, K)·(.., K, N), leading dims broadcast
+    std::vector<Expr> lead(idx.begin(), idx.end() - 2);
+    ia = lead_index(sa, lead);
+    ia.push_back(row_inside(s_, n, sa, idx[idx.size() - 2]));
+    ia.push_back(k);
+    ib = lead_index(sb, lead);
+    ib.push_back(k);
+    ib.push_back(key_of_tile(s_, n, idx.back()));
+  }
+  f(s_.args_of(n, idx)) = 0.0f;
+  Expr a = value(n.args[0], ia, {});
+  const Expr b = right_operand(n, ib, st);
+  const int self = static_cast<int>(&n - s_.g.nodes.data());
+  const auto softmax_free = s_.softmax_free.find(self);
+  if (softmax_free != s_.softmax_free.end()) a = kept_weight(kept_by_chain(softmax_free->second, ia), a);
+  // Weights · values: a key with weight 0 (masked) has no influence, even a NaN value.
+  const bool weights = ir::normalises(s_.g.at(n.args[0]).kind) || softmax_free != s_.softmax_free.end();
+  if (n.param == static_cast<int>(ir::product_kind::weighted)) {
+    // The guard against 0·NaN only matters where the right operand holds a NaN or an inf: a check
+    // of it, once per call, lets the schedule run the plain product otherwise (stage::right_finite).
+    st.right_finite = all_finite(n.args[1]);
+    f(s_.args_of(n, idx)) = accumulate_weighted(f(s_.args_of(n, idx)), a, b, st.right_finite());
+  } else {
+    f(s_.args_of(n, idx)) += product_term(a, b, weights);
+  }
+  return k;
+}
+
+// () true when every element of node i is finite: the largest exponent field below all ones.
+Func generic_lowering::all_finite(int i) {
+  const ir::node& x = s_.g.at(i);
+  Region all;
+  for (const ir::dim& d : x.shape) all.emplace_back(0, s_.extent(d.name, d.size));
+  if (x.batched) all.emplace_back(0, s_.batch_extent());
+  Func finite("all_finite" + std::to_string(s_.count++));
+  if (all.empty()) {
+    finite() = exponent_field(value(i, {}, {})) < Expr(exponent_of_nonfinite);
+    return finite;
+  }
+  RDom r(all, "element");
+  std::vector<Expr> at;
+  for (std::size_t k = 0; k < x.shape.size(); ++k) at.push_back(r[static_cast<int>(k)]);
+  Expr e = exponent_field(value(i, at, {}));
+  if (x.batched) e = Internal::substitute(s_.batch.name(), r[static_cast<int>(x.shape.size())], e);
+  finite() = maximum(e) < Expr(exponent_of_nonfinite);
+  return finite;
+}
+
+// The softmax over the last axis (nonfinite_lowering.hpp), and with lowering_options::with_lse
+// the log-sum-exp of its rows, once: from the softmax outside any fused tile.
+void generic_lowering::define_softmax(const ir::node& n, Func& f, const std::vector<Var>& vars, stage& st) {
+  const std::vector<Expr> idx = as_exprs(vars);
+  const ir::dim& last = n.shape.back();
+  RDom k(0, s_.extent(last.name, last.size), "k");
+  std::vector<Expr> row(idx.begin(), idx.end() - 1), at_k = row;
+  at_k.push_back(k);
+  const Expr x_k = value(n.args[0], at_k, {}), x = value(n.args[0], idx, {});
+  define_safe_softmax(f, s_.args_of(n, idx), s_.args_of(n, at_k), s_.args_of(n, row), x, x_k, st);
+  if (s_.options.with_lse && s_.tile.pairwise == nullptr && !s_.out.lse.defined())
+    define_lse(s_, n, s_.halide_vars({vars.begin(), vars.end() - 1}, n.batched), x_k);
+}
+
+}  // namespace attn::gen
+
+namespace attn::gen {
+
+// x summed over the axes it broadcasts over to reach n: its leading axes past n's rank, n's unit
+// axes where x's is not, and the batch when n has none.
+void generic_lowering::define_sum_to(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const ir::node& x = s_.g.at(n.args[0]);
+  const std::size_t lead = x.shape.size() - n.shape.size();
+  Region summed;
+  std::vector<std::size_t> axes;
+  for (std::size_t k = 0; k < x.shape.size(); ++k)
+    if (k < lead || (n.shape[k - lead].role == ir::dim_role::unit && x.shape[k].role != ir::dim_role::unit)) {
+      axes.push_back(k);
+      summed.emplace_back(0, s_.extent(x.shape[k].name, x.shape[k].size));
+    }
+  const bool batch = x.batched && !n.batched;
+  if (batch) summed.emplace_back(0, s_.batch_extent());
+  std::vector<Expr> at(x.shape.size());
+  for (std::size_t k = lead; k < x.shape.size(); ++k) at[k] = idx[k - lead];
+  f(s_.args_of(n, idx)) = 0.0f;
+  if (summed.empty()) {
+    f(s_.args_of(n, idx)) += value(n.args[0], at, {});
+    return;
+  }
+  RDom r(summed, "sum");
+  for (std::size_t j = 0; j < axes.size(); ++j) at[axes[j]] = r[static_cast<int>(j)];
+  Expr v = value(n.args[0], at, {});
+  if (batch) v = Internal::substitute(s_.batch.name(), r[static_cast<int>(axes.size())], v);
+  f(s_.args_of(n, idx)) += v;
+}
+
+// (.., G, T, D) from (.., H, T, D): group g sums the heads g·(H/G) ... (g+1)·(H/G) - 1 (repeat_heads' order).
+void generic_lowering::define_sum_groups(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const ir::node& x = s_.g.at(n.args[0]);
+  const std::size_t h = n.shape.size() - 3;
+  const auto per_group = static_cast<int>(x.shape[h].size / n.shape[h].size);
+  RDom j(0, per_group, "head");
+  std::vector<Expr> at = idx;
+  at[h] = idx[h] * per_group + j;
+  f(s_.args_of(n, idx)) = 0.0f;
+  f(s_.args_of(n, idx)) += value(n.args[0], at, {});
+}
+
+// A table shaped like gather's tensor, each element the sum of the contributions c at the places
+// that gathered it (the indices clamped as gather clamps them). One serial pass in a fixed
+// order: the same sums, bitwise, for any thread count.
+void generic_lowering::define_scatter_add(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const ir::node& c = s_.g.at(n.args[0]);
+  Region domain;
+  for (const ir::dim& d : c.shape) domain.emplace_back(0, s_.extent(d.name, d.size));
+  const bool batch = c.batched && !n.batched;
+  if (batch) domain.emplace_back(0, s_.batch_extent());
+  f(s_.args_of(n, idx)) = 0.0f;
+  std::vector<Expr> at_c;
+  RDom r;
+  if (!domain.empty()) {
+    r = RDom(domain, "gathered");
+    for (std::size_t k = 0; k < c.shape.size(); ++k) at_c.push_back(r[static_cast<int>(k)]);
+  }
+  const placeholders ph = c.shape.size() >= 2 ? score_placeholders(c, at_c, Expr()) : placeholders{};
+  std::vector<Expr> at;
+  for (std::size_t k = 0; k < n.shape.size(); ++k) {
+    const Expr last = s_.extent(n.shape[k].name, n.shape[k].size) - 1;
+    at.push_back(clamp(cast(Int(32), value(n.args[k + 1], {}, ph)), 0, last));
+  }
+  Expr v = value(n.args[0], at_c, {});
+  if (batch) {  // the contributions and the indices (which may read per-sequence tensors) at the summed batch
+    const Expr b = r[static_cast<int>(c.shape.size())];
+    v = Internal::substitute(s_.batch.name(), b, v);
+    for (Expr& a : at) a = Internal::substitute(s_.batch.name(), b, a);
+  }
+  f(s_.args_of(n, at)) += v;
+}
+
+}  // namespace attn::gen

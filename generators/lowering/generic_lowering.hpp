@@ -1,0 +1,50 @@
+#pragma once
+// The generic lowering: one rule per IR op. An elementwise or layout op is an expression at an
+// index (value()); an op the op table marks materialised (ir::op_traits) is a Func of its own
+// (func()), or, for a fused attention's combine, the fused pipeline's output (fused_lowering.hpp).
+#include <cstddef>
+#include <vector>
+#include <Halide.h>
+#include "generators/fused/attention_pattern.hpp"
+#include "generators/lowering/lowering_state.hpp"
+
+namespace attn::gen {
+
+// What the placeholders stand for inside a mask predicate or score modifier.
+struct placeholders {
+  Halide::Expr score, q_idx, kv_idx, head;
+};
+
+class generic_lowering {
+ public:
+  explicit generic_lowering(lowering_state& s) : s_(s) {}
+
+  // The value of node i at a row-major index (batch implied by lowering_state::batch).
+  Halide::Expr value(int i, const std::vector<Halide::Expr>& idx, const placeholders& ph);
+  // Operand k of node n, at n's row-major index (broadcast to the operand's rank).
+  Halide::Expr arg(const ir::node& n, std::size_t k, const std::vector<Halide::Expr>& idx, const placeholders& ph);
+  // The placeholders of a mask predicate or modifier on node n's scores at idx, the score being s.
+  placeholders score_placeholders(const ir::node& n, const std::vector<Halide::Expr>& idx, Halide::Expr s) const;
+  // A materialised node's Func: computed once, or inside a fused tile once per use (computed_per_tile).
+  Halide::Func func(int i);
+  // Softmax-free attention: does every mask on the score's path (attention_match::chain) keep
+  // the pair at idx (the weights' index)? Each predicate is read at its mask's own index.
+  Halide::Expr kept_by_chain(const attention_match& m, const std::vector<Halide::Expr>& idx);
+
+ private:
+  bool reads_float_data(int i) const;
+  bool uses_score(int i) const;
+  Halide::Expr divided(const ir::node& n, const Halide::Expr& x, const Halide::Expr& y) const;
+  void define_transpose(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  Halide::Expr right_operand(const ir::node& n, const std::vector<Halide::Expr>& ib, stage& st);
+  Halide::RDom define_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx, stage& st);
+  void define_softmax(const ir::node& n, Halide::Func& f, const std::vector<Halide::Var>& vars, stage& st);
+  Halide::Func all_finite(int i);
+  void define_sum_to(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  void define_sum_groups(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  void define_scatter_add(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+
+  lowering_state& s_;
+};
+
+}  // namespace attn::gen

@@ -1,0 +1,65 @@
+#pragma once
+// What the parts of the lowering share (lower.cpp makes one per call of lower()): the graph and
+// what it is lowered with, the attentions found on it, the pipeline being built, and where the
+// generic rules are evaluated inside a fused attention's tiles.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+#include <Halide.h>
+#include "generators/fused/attention_pattern.hpp"
+#include "generators/lowering/lower.hpp"
+
+namespace attn::gen {
+
+// While a fused attention is lowered (fused_lowering.hpp): how the generic rules read inside its
+// tiles. Each field is set for the time its attention's callbacks run, then restored.
+struct tile_context {
+  const ir::node* weights = nullptr;       // evaluating a fused score: its weights (queries × keys)
+  std::vector<stage>* pairwise = nullptr;  // ... and where its per-pair Funcs go, one fresh copy per use
+  Halide::Expr few_queries;                // lowering a fused attention: flash_problem::few_queries
+  bool keys_inside = false;                // reading V at keys of full tiles: promised, not clamped
+  std::set<int> transparent;               // masks evaluated as a fused score's `keep`, not as -inf
+};
+
+struct lowering_state {
+  lowering_state(const ir::graph& g, const bound_dims& bound, const lowering_options& options);
+
+  const ir::graph& g;
+  const bound_dims& bound;
+  const lowering_options& options;
+  std::map<int, attention_match> fused;         // attentions lowered to the fused pipeline, by combine node
+  std::map<int, attention_match> softmax_free;  // softmax-free attentions, fused or not, by combine node
+  std::set<std::string_view> tiled_dims;        // query and key dims of the fused attentions
+  std::map<int, Halide::ImageParam> params;     // by terminal node
+  std::map<int, Halide::Func> funcs;            // by node: the materialised ones, computed once
+  Halide::Var batch{"batch"};
+  int count = 0;  // numbers the Funcs: names are unique in a pipeline
+  lowered out;
+  tile_context tile;
+
+  // A new Func for node n, with one Var per dim of n (row-major); its name starts with `what`.
+  std::pair<Halide::Func, std::vector<Halide::Var>> new_func(const std::string& what, const ir::node& n);
+  // Row-major Vars of a node -> its Func's args (halide_args for Vars).
+  std::vector<Halide::Var> halide_vars(const std::vector<Halide::Var>& row_major, bool batched) const;
+  // Node n's Func args at a row-major index.
+  std::vector<Halide::Expr> args_of(const ir::node& n, const std::vector<Halide::Expr>& row_major) const;
+  // The extent of a dim: static, bound at jit time, or read off the first tensor that has it.
+  Halide::Expr extent(std::string_view name, std::int64_t size) const;
+  // The batch's size, read off the first batched tensor.
+  Halide::Expr batch_extent() const;
+  // A node's dim sizes known when compiling (static or bound), in Halide order; 0 for run-time ones.
+  std::vector<std::int64_t> static_extents(const ir::node& n) const;
+  // Index a child of rank <= parent's: it takes the trailing indices; size-1 axes read index 0.
+  std::vector<Halide::Expr> broadcast_index(int child, const std::vector<Halide::Expr>& idx) const;
+};
+
+// A matrix operand's leading (batch-like) dims, aligned from the right against the output's.
+std::vector<Halide::Expr> lead_index(const std::vector<ir::dim>& operand, const std::vector<Halide::Expr>& lead);
+
+inline std::vector<Halide::Expr> as_exprs(const std::vector<Halide::Var>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace attn::gen

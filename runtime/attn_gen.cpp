@@ -1,0 +1,129 @@
+// The generator program: `attn-gen` (attnforge's named variants) and every generator built by
+// attn_add_kernel (the same, plus the user's ATTN_REGISTER_KERNEL expressions). Builds one
+// registered kernel ahead of time into a static library and a C header (runtime/aot_compile.hpp).
+#include <cctype>
+#include <cstdio>
+#include <exception>
+#include <CLI/CLI.hpp>
+#include "generators/aot/registry.hpp"
+#include "runtime/aot_compile.hpp"
+#include "runtime/errors.hpp"
+
+namespace attn::aot {
+
+void register_named_variants();  // named_variants.cpp
+
+namespace {
+
+std::string kernel_list() {
+  std::string named = "Named variants (attnforge):\n", mine;
+  for (const auto& [name, e] : registry::get().entries()) {
+    std::string line = "  " + name + std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + e.description + "\n";
+    (e.named_variant ? named : mine) += line;
+  }
+  return named + (mine.empty() ? "" : "Registered in this program (ATTN_REGISTER_KERNEL):\n" + mine);
+}
+
+// "my::causal_alibi" -> "my_causal_alibi": a C function name for a registered name.
+std::string c_name(const std::string& name) {
+  std::string s;
+  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  while (s.find("__") != std::string::npos) s.erase(s.find("__"), 1);
+  return s;
+}
+
+// "T=128" -> a binding; the name's storage lives in `names`, as dim_binding holds a view.
+dsl::dim_binding parse_binding(const std::string& text, std::vector<std::string>& names) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw argument_error("--bind " + text + ": expected NAME=SIZE, e.g. T=128");
+  std::size_t used = 0;
+  long long size = 0;
+  try {
+    size = std::stoll(text.substr(eq + 1), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() - eq - 1) throw argument_error("--bind " + text + ": the size must be a whole number");
+  names.push_back(text.substr(0, eq));
+  return {names.back(), size};
+}
+
+}  // namespace
+
+int generator_main(int argc, char** argv) {
+  register_named_variants();
+  if (!registry::get().duplicates().empty()) {
+    std::fprintf(stderr, "attn-gen: kernel '%s' is registered twice\n", registry::get().duplicates().front().c_str());
+    return 2;
+  }
+  CLI::App app{"Builds an attnforge kernel ahead of time: a static library and a C header (no Halide needed to use them).",
+               "attn-gen"};
+  app.footer(kernel_list());
+  std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".", c_compiler;
+  std::vector<std::string> targets{"host"}, binds;
+  bool with_weights = false, with_lse = false, gradients = false, stmt = false, html = false, assembly = false, list = false;
+  app.add_option("kernel", kernel, "the kernel to build: a name listed below");
+  app.add_flag("--list", list, "print the kernels' names, one a line, and exit");
+  app.add_option("-n,--name", name, "the C function and file name (default: the kernel's, :: as _)");
+  app.add_option("-t,--target", targets,
+                 "Halide target(s), e.g. host or x86-64-linux-avx2; several: dispatch at run time, most specific first, the last is the fallback")
+      ->delimiter(',');
+  app.add_option("-b,--bind", binds, "fix a run-time dim at build time, e.g. T=128 (repeat for several)");
+  app.add_option("-s,--schedule", schedule, "fused schedule parameters, e.g. \"q_tile=32 kv_tile=64\" (default: chosen per shape and target)");
+  app.add_option("-p,--path", path, "lowering: automatic, fused or generic")->check(CLI::IsMember({"automatic", "fused", "generic"}));
+  app.add_flag("-w,--with-weights", with_weights, "also output the attention weights (generic lowering)");
+  app.add_flag("--with-lse", with_lse, "also output each softmax row's log-sum-exp (an expression with one softmax)");
+  app.add_flag("--gradients", gradients,
+               "build the kernel's gradients instead (attn::jit_gradients): the tensors, then d_output, then one d_<tensor> per float tensor");
+  app.add_option("-o,--output-dir", out_dir, "where to write NAME.a and NAME.h (default: .)");
+  app.add_option("--cc", c_compiler,
+                 "the C compiler for the kernel's entry point (its checks), e.g. clang or aarch64-linux-gnu-gcc; "
+                 "default: $CC, else the compiler attnforge was built with; a clang is given --target for another machine");
+  app.add_flag("--stmt", stmt, "also write Halide's lowered statement, NAME.stmt");
+  app.add_flag("--html", html, "also write it as a web page, NAME.stmt.html");
+  app.add_flag("--assembly", assembly, "also write the assembly, NAME.s");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (list) {
+    for (const auto& [n, e] : registry::get().entries()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
+  const kernel_entry* entry = kernel.empty() ? nullptr : registry::get().find(kernel);
+  if (entry == nullptr) {
+    std::fprintf(stderr, "attn-gen: %s\n%s", kernel.empty() ? "which kernel? Give one of:" : ("unknown kernel '" + kernel + "'; known:").c_str(),
+                 kernel_list().c_str());
+    return 2;
+  }
+  try {
+    options o;
+    o.name = name.empty() ? c_name(entry->name) : name;
+    o.targets = targets;
+    std::vector<std::string> names;
+    names.reserve(binds.size());
+    for (const std::string& b : binds) o.bind.push_back(parse_binding(b, names));
+    o.schedule = schedule;
+    o.path = path == "fused" ? lowering::fused : path == "generic" ? lowering::generic : lowering::automatic;
+    o.with_weights = with_weights;
+    o.with_lse = with_lse;
+    o.gradients = gradients;
+    o.out_dir = out_dir;
+    o.stmt = stmt;
+    o.stmt_html = html;
+    o.assembly = assembly;
+    o.c_compiler = c_compiler;
+    const files f = generate(entry->graph, o);
+    std::printf("attn-gen: %s -> %s, %s\n", entry->name.c_str(), f.library.c_str(), f.header.c_str());
+    for (const auto& l : f.listings) std::printf("attn-gen: listing %s\n", l.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attn-gen: %s: %s\n", kernel.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace attn::aot
+
+int main(int argc, char** argv) { return attn::aot::generator_main(argc, argv); }
