@@ -55,14 +55,16 @@ void schedule_cpu(lowered& l, const Target& target) {
         replace_output(l, f, stored);
         break;
       }
-      case lowered::stage::sum:
-        // Every element its own sum: elements in parallel, vectors of them through the sum.
+      case lowered::stage::sum: {
+        // Every element its own sum: the elements in parallel (the outer dims as one loop), vectors
+        // of them through the sum unless the innermost dim is a size-1 axis (a row's sum).
         vectorize_and_parallelize(f, v, vec);
-        if (!v.empty()) {
-          f.update().vectorize(v.front(), vec, TailStrategy::GuardWithIf);
-          if (v.size() >= 2) f.update().parallel(v.back());
-        }
+        if (v.empty()) break;
+        Stage sum = f.update();
+        if (st.extents.empty() || st.extents.front() != 1) sum.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+        if (v.size() >= 2) sum.parallel(fuse_all(sum, std::vector<Var>(v.begin() + 1, v.end())));
         break;
+      }
       case lowered::stage::scatter:
         vectorize_and_parallelize(f, v, vec);
         f.update().unscheduled();  // one serial pass (stage.hpp)
