@@ -93,6 +93,7 @@ constexpr std::int64_t heads_in(const std::vector<ir::dim>& shape) {
 constexpr polynomial bytes_of(const std::vector<ir::dim>& shape) { return monomial(4, shape); }
 
 constexpr void mark_subtree(const ir::graph& g, int i, std::vector<char>& inside) {
+  if (inside[static_cast<std::size_t>(i)]) return;  // and so is everything below it: each node once
   inside[static_cast<std::size_t>(i)] = true;
   for (int a : g.at(i).args) mark_subtree(g, a, inside);
 }
@@ -104,11 +105,14 @@ constexpr cost_report cost(const ir::graph& g) {
   cost_report r;
   // vector<char>, not vector<bool>: Clang (14 at least) rejects libstdc++ 12's constexpr vector<bool>
   // ("assignment to object outside its lifetime"), so static_assert(cost(y)...) did not compile.
-  std::vector<char> inside(g.nodes.size(), 0);
+  std::vector<char> inside(g.nodes.size(), 0), computed(g.nodes.size(), 0);
   for (const ir::node& n : g.nodes)
     if (n.kind == op::mask || n.kind == op::modify) detail::mark_subtree(g, n.args[1], inside);
+  // Only what the outputs need (a gradient graph keeps forward nodes it does not read).
+  for (int o : g.outputs()) detail::mark_subtree(g, o, computed);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::node& n = g.nodes[i];
+    if (!computed[i]) continue;
     for (const auto& d : n.shape)
       if (!d.numerator.empty() && std::find(r.quotients.begin(), r.quotients.end(), d) == r.quotients.end())
         r.quotients.push_back(d);
@@ -141,7 +145,7 @@ constexpr cost_report cost(const ir::graph& g) {
     r.steps.push_back(std::move(s));
   }
   for (int t : g.terminals) r.compulsory_bytes += detail::bytes_of(g.at(t).shape);
-  r.compulsory_bytes += detail::bytes_of(g.output().shape);
+  for (int o : g.outputs()) r.compulsory_bytes += detail::bytes_of(g.at(o).shape);
   return r;
 }
 

@@ -538,3 +538,26 @@ BOOST_AUTO_TEST_CASE(shapes_and_cache_key) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The gradient graph is costed like an expression, counting only what its outputs need: attention's
+// backward recomputes Q·Kᵀ and adds dP = dY·Vᵀ, dV, dQ and dK, five products against the forward's
+// two (2.5 times the product FLOPs), and its text names the probabilities once.
+BOOST_AUTO_TEST_CASE(gradient_graph_cost_and_text) {
+  constexpr auto q = input<"q">(H, T, Dk);
+  constexpr auto k = input<"k">(H, T, Dk);
+  constexpr auto v = input<"v">(H, T, Dk);
+  const attn::ir::graph f = to_ir(combine(softmax(causal(scaled_scores(q, k))), v));
+  const attn::ir::graph g = attn::ir::gradient(f);
+  auto product_flops = [](const cost_values& c) {
+    double p = 0;
+    for (const step_value& s : c.steps)
+      if (s.label == "matmul" || s.label == "combine" || s.label == "weighted") p += s.flops;
+    return p;
+  };
+  const cost_values forward = cost(f).at(T = 1024), backward = cost(g).at(T = 1024);
+  BOOST_TEST(product_flops(backward) == 2.5 * product_flops(forward));
+  const std::string text = to_string(g);
+  BOOST_TEST(text.find("P1 = softmax(") != std::string::npos);
+  BOOST_TEST(text.find("P2") == std::string::npos);
+  for (const char* line : {"d_q = ", "d_k = ", "d_v = "}) BOOST_TEST(text.find(line) != std::string::npos, line);
+}
