@@ -83,7 +83,11 @@ class differentiator {
   bool reads_tensors(int i) const { return i < std::ssize(tensors_) && tensors_[static_cast<std::size_t>(i)]; }
   bool reads_score(int i) const { return i < std::ssize(score_) && score_[static_cast<std::size_t>(i)]; }
 
+  // A node equal to one the graph has (the same op on the same operands: the same values) is that
+  // one: a transpose or product the rules ask for twice is computed once.
   int add(node n) {
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
+      if (g_.nodes[i] == n && !is_terminal(n.kind)) return static_cast<int>(i);
     g_.nodes.push_back(std::move(n));
     return static_cast<int>(g_.nodes.size()) - 1;
   }

@@ -305,7 +305,15 @@ RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vec
     ib.push_back(key_of_tile(s_, n, idx.back()));
   }
   f(s_.args_of(n, idx)) = 0.0f;
-  Expr a = value(n.args[0], ia, {});
+  // A transposed left operand that is a buffer already (Pᵀ in the gradient's Pᵀ·dY) is read in
+  // place, its last two indices swapped: the register tiles read a block of its rows per step,
+  // contiguous in the untransposed buffer, so no transposed copy is made.
+  const ir::node& left = s_.g.at(n.args[0]);
+  const bool in_place = left.kind == ir::op::transpose && ia.size() >= 2 && ir::is_materialised(s_.g.at(left.args[0]).kind) &&
+                        !in_fused_tile(s_, n);
+  std::vector<Expr> ia_in_place = ia;
+  if (in_place) std::swap(ia_in_place[ia.size() - 1], ia_in_place[ia.size() - 2]);
+  Expr a = in_place ? value(left.args[0], ia_in_place, {}) : value(n.args[0], ia, {});
   const Expr b = right_operand(n, ib, st);
   const int self = static_cast<int>(&n - s_.g.nodes.data());
   const auto softmax_free = s_.softmax_free.find(self);
