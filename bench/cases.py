@@ -1,5 +1,7 @@
 """The benchmark's cases and how their FLOPs are counted; shared by peers.py and compare_table.py
-(Python stdlib only). bench/attention_bench.cpp registers the same cases under the same names."""
+(Python stdlib only). bench/attention_bench.cpp registers the same cases under the same names.
+The training benchmark's cases (TRAINING_*, training_cases) are shared the same way by
+peers_training.py, compare_training.py and training_table.py; bench/training_bench.cpp registers them."""
 
 HEADS = 8
 WINDOW = 256  # sliding window: a query sees itself and the 255 keys before it
@@ -34,6 +36,25 @@ def no_softmax_name(variant, t, dh):
 def cases(ts=TS):
     """[(name, variant, T, Dh)] in table order."""
     return [(name(v, t, dh), v, t, dh) for v, dhs in VARIANTS for dh in dhs for t in ts]
+
+
+# The training step (forward and backward): (variant, head widths, longest T it runs at). The
+# variants written out eagerly in PyTorch materialise T × T scores, as attnforge's generic backward
+# does; they stop at T = 2048. t5_bias: score + table[T5 bucket of kv_idx - q_idx, head], the
+# table (T5_BUCKETS × HEADS) a weight that gets a gradient; bidirectional buckets, no mask.
+TRAINING_VARIANTS = (("full", (64, 128), 4096), ("causal", (64, 128), 4096), ("alibi_causal", (64,), 2048),
+                     ("softcap_causal", (64,), 2048), ("sliding_window_256", (64,), 2048), ("t5_bias", (64,), 2048))
+TRAINING_TS = (1024, 2048, 4096)
+TRAINING_QUICK_TS = (256,)
+T5_BUCKETS = 32  # 16 per direction: 8 exact distances, then logarithmic buckets up to T5_MAX_DISTANCE
+T5_MAX_DISTANCE = 128
+
+
+def training_cases(ts=TRAINING_TS):
+    """[(name, variant, T, Dh)] of the training benchmark in table order: each variant at the
+    lengths of `ts` up to its longest."""
+    return [(name(v, t, dh), v, t, dh) for v, dhs, longest in TRAINING_VARIANTS for dh in dhs for t in ts
+            if t <= longest]
 
 
 def kept_pairs(variant, t):

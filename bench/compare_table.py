@@ -19,11 +19,12 @@ import performance_doc
 
 KIND = "cpu-comparison"  # the section kind in docs/performance.md
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+PATHS = ("fused", "generic")  # the last part of attention_bench's names (training_bench's: its parts)
 
 
-def attnforge_runs(report):
+def attnforge_runs(report, paths=PATHS):
     """{(case name, path): (seconds, label, flops)} of one report: the median aggregate where repetitions
-    ran, else the median run."""
+    ran, else the median run; `paths`: the names' last parts to read."""
     runs = {}
     for b in report["benchmarks"]:
         if b.get("error_occurred"):
@@ -38,19 +39,19 @@ def attnforge_runs(report):
     for name, kinds in runs.items():
         rows = kinds.get("median") or kinds["run"]
         seconds = statistics.median(r[0] for r in rows)
-        m = re.match(r"(.+)/(fused|generic)(/|$)", name)  # names end in /real_time and the like
+        m = re.match(rf"(.+)/({'|'.join(paths)})(/|$)", name)  # names end in /real_time and the like
         if not m:
             continue
         out[(m.group(1), m.group(2))] = (seconds, rows[0][1], rows[0][2])
     return out
 
 
-def best_attnforge_runs(reports):
+def best_attnforge_runs(reports, paths=PATHS):
     """attnforge_runs over several reports: each case's fastest, and the most reports one case is in
-    (compare.sh's rounds: it writes one report per sequence length and round)."""
+    (compare.sh's rounds: it writes one report per case and round)."""
     best, seen = {}, {}
     for report in reports:
-        for key, run in attnforge_runs(report).items():
+        for key, run in attnforge_runs(report, paths).items():
             seen[key] = seen.get(key, 0) + 1
             if key not in best or run[0] < best[key][0]:
                 best[key] = run
@@ -102,8 +103,7 @@ def table(reports, peer_reports, command="bash scripts/compare.sh"):
     torch_text = f"PyTorch {peers['torch']} ({peers['threads']} threads, torch.set_num_threads)" if peers else \
         "PyTorch not installed (bash scripts/setup_peers.sh), so its columns are empty"
     lines = [
-        f"Measured {performance_doc.today()} on {performance_doc.cpu_model()}, commit {performance_doc.commit()}, "
-        f"by `{command}`: attnforge with "
+        f"{performance_doc.provenance(command)}: attnforge with "
         f"{threads} threads (HL_NUM_THREADS), {torch_text}; FMA peak measured in the same run on "
         f"{threads} threads: {peak:.1f} GFLOP/s.",
         "",
@@ -151,21 +151,17 @@ def table(reports, peer_reports, command="bash scripts/compare.sh"):
     return "\n".join(lines) + "\n"
 
 
-def write_docs(path, text):
-    """The table as this CPU's dated section of the CPU comparison in `path`."""
+def write_docs(path, text, kind=KIND):
+    """The table as this CPU's dated section of `kind` (the CPU comparison) in `path`."""
     machine = performance_doc.cpu_model()
-    performance_doc.write_section(KIND, machine, f"### {machine}, {performance_doc.today()}\n\n{text}", path)
+    performance_doc.write_section(kind, machine, f"### {machine}, {performance_doc.today()}\n\n{text}", path)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", help="attention_bench's --benchmark_out JSON and peers.py's JSON; "
-                    "a file that does not exist is skipped (a peer that did not run)")
-    ap.add_argument("--docs", help="write the table into this file (docs/performance.md) as this CPU's section")
-    ap.add_argument("--command", default="bash scripts/compare.sh", help="the command that ran, named in the text")
-    args = ap.parse_args()
+def read_reports(files, program="attention_bench"):
+    """(Google Benchmark reports, peers' reports) of `files`, told apart by their contents; a file
+    that does not exist is skipped (a peer that did not run)."""
     reports, peer_reports = [], []
-    for path in args.files:
+    for path in files:
         if not os.path.exists(path):
             continue
         with open(path) as f:
@@ -175,9 +171,20 @@ def main():
         elif "results" in report:
             peer_reports.append(report)
         else:
-            sys.exit(f"compare_table: {path} is neither attention_bench's JSON nor peers.py's")
+            sys.exit(f"{os.path.basename(sys.argv[0])}: {path} is neither {program}'s JSON nor the peers'")
     if not reports:
-        sys.exit("compare_table: no attention_bench JSON among " + " ".join(args.files))
+        sys.exit(f"{os.path.basename(sys.argv[0])}: no {program} JSON among " + " ".join(files))
+    return reports, peer_reports
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", help="attention_bench's --benchmark_out JSON and peers.py's JSON; "
+                    "a file that does not exist is skipped (a peer that did not run)")
+    ap.add_argument("--docs", help="write the table into this file (docs/performance.md) as this CPU's section")
+    ap.add_argument("--command", default="bash scripts/compare.sh", help="the command that ran, named in the text")
+    args = ap.parse_args()
+    reports, peer_reports = read_reports(args.files)
     text = table(reports, peer_reports, args.command)
     print(text, end="")
     if args.docs:

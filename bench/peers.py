@@ -166,9 +166,10 @@ def check(selected, t=384, tolerance=1e-4):
     log(f"check: every peer within {tolerance} of the float64 reference (worst {worst:.2e})")
 
 
-def time_call(fn, args, min_time):
-    """Median seconds of one call; warm-up calls first (the first one compiles)."""
-    with torch.no_grad():
+def time_call(fn, args, min_time, grad=False):
+    """Median seconds of one call; warm-up calls first (the first one compiles). Autograd records
+    the calls only with `grad` (a training step's forward and backward)."""
+    with torch.set_grad_enabled(grad):
         fn(*args)
         fn(*args)
         times = []
@@ -180,17 +181,35 @@ def time_call(fn, args, min_time):
 
 
 class case_peers:
-    """One case's peers: built once (Flex compiles on its first call), timed as often as asked."""
+    """One case's peers: built once (Flex compiles on its first call), timed as often as asked.
+    A subclass changes what is built and timed through make_inputs, make_fn, flops and time_fn
+    (peers_training.py: a training step)."""
+
+    PEERS = ("sdpa", "flex")
 
     def __init__(self, name, variant, t, dh):
         self.name, self.variant, self.t, self.dh = name, variant, t, dh
-        self.inputs = make_inputs(variant, t, dh)
+        self.inputs = self.make_inputs()
         self.fns = {}  # peer -> callable, None (n/a) or the exception building it raised
-        for peer in ("sdpa", "flex"):
+        for peer in self.PEERS:
             try:
-                self.fns[peer] = peer_fn(peer, variant, t)
+                self.fns[peer] = self.make_fn(peer)
             except Exception as e:  # one failing peer must not lose the others' numbers
                 self.fns[peer] = e
+
+    def make_inputs(self):
+        return make_inputs(self.variant, self.t, self.dh)
+
+    def make_fn(self, peer):
+        """A callable over self.inputs, or None where the peer cannot express the case."""
+        return peer_fn(peer, self.variant, self.t)
+
+    def flops(self):
+        """FLOPs of one call, or None where GFLOP/s are not reported."""
+        return cases.flops(self.variant, self.t, self.dh)
+
+    def time_fn(self, fn, min_time):
+        return time_call(fn, self.inputs, min_time)
 
     def time(self, min_time):
         """[{name, peer, seconds, gflops, note}], one row per peer."""
@@ -204,12 +223,14 @@ class case_peers:
                     row["note"] = "n/a: SDPA has no hook on the scores (softcap)"
                 else:
                     start = time.perf_counter()
-                    row["seconds"] = time_call(fn, self.inputs, min_time)
-                    row["gflops"] = cases.flops(self.variant, self.t, self.dh) / row["seconds"] / 1e9
-                    log(f"{self.name} {peer}: {row['seconds'] * 1e3:.2f} ms, {row['gflops']:.1f} GFLOP/s "
+                    row["seconds"] = self.time_fn(fn, min_time)
+                    flops = self.flops()
+                    row["gflops"] = flops / row["seconds"] / 1e9 if flops else None
+                    rate = f", {row['gflops']:.1f} GFLOP/s" if row["gflops"] else ""
+                    log(f"{self.name} {peer}: {row['seconds'] * 1e3:.2f} ms{rate} "
                         f"({time.perf_counter() - start:.0f} s with warm-up)")
             except Exception as e:
-                row["note"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                row["note"] = failure_note(e)
                 self.fns[peer] = e  # not retried in later rounds
                 log(f"{self.name} {peer}: {row['note']}")
             rows.append(row)
@@ -217,6 +238,11 @@ class case_peers:
 
     def close(self):
         torch._dynamo.reset()  # compiled code of this case is not reused
+
+
+def failure_note(e):
+    """'failed: Type: the first line of its message' (at most 200 characters of it)."""
+    return f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
 def check_once_per_variant(selected):

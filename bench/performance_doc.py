@@ -65,6 +65,11 @@ def today():
     return datetime.date.today().isoformat()
 
 
+def provenance(command):
+    """'Measured DATE on CPU, commit SHA, by `COMMAND`', the start of a section's text."""
+    return f"Measured {today()} on {cpu_model()}, commit {commit()}, by `{command}`"
+
+
 def slug(machine):
     """'AMD EPYC 7B13 64-Core Processor' -> 'amd-epyc-7b13-64-core-processor'."""
     return re.sub(r"[^a-z0-9]+", "-", machine.lower()).strip("-") or "unknown"
