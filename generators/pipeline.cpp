@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "generators/cpu/cpu_schedule.hpp"
+#include "generators/cpu/flash_backward_cpu_schedule.hpp"
 #include "generators/cpu/flash_cpu_schedule.hpp"
 #include "generators/gpu/flash_gpu_schedule.hpp"
 #include "generators/gpu/gpu_schedule.hpp"
@@ -51,6 +52,7 @@ lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lo
   } else {
     schedule_cpu(l, target);
     for (flash_funcs& f : l.flash) schedule_flash_cpu(f, l.tiles, target);
+    for (backward_funcs& b : l.backward) schedule_flash_backward_cpu(b, l.tiles, target);
   }
   return l;
 }

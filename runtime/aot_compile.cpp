@@ -167,7 +167,7 @@ files generate(const ir::graph& expression, const options& o) {
   const std::string entry_source =
       detail::aot_entry_source(o.name, tensors, large_buffers, cuda ? gen::cuda_registers_per_thread : 0);
   jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse,
-                 .path = o.gradients ? lowering::generic : o.path, .schedule = o.schedule};
+                 .path = o.path, .schedule = o.schedule};
 
   // One pipeline per target: vector widths and default tiles depend on it. `target` may carry the
   // user_context the entry point passes (not a property of the schedule).

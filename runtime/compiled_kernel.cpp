@@ -103,7 +103,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
   const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
   if (how.fused) {
     std::vector<int> fused_weights;
-    for (const gen::attention_match& m : gen::find_attention(g)) fused_weights.push_back(m.weights);
+    for (const gen::attention_match& m : detail::fused_attentions(g, p->target)) fused_weights.push_back(m.weights);
     p->materialised = detail::fused_materialised(g, fused_weights);
   } else {
     p->materialised = detail::generic_materialised(g, o.with_weights);

@@ -18,16 +18,13 @@ namespace detail {
 
 std::shared_ptr<const compiled_kernel> compile_gradients(const ir::graph& forward, const jit_options& options) {
   if (options.with_weights || options.with_lse) throw argument_error("jit_gradients: with_weights and with_lse do not apply");
-  if (options.path == lowering::fused) throw argument_error("jit_gradients: the gradients have the generic lowering only");
   ir::graph g;
   try {
     g = ir::gradient(forward);
   } catch (const std::invalid_argument& e) {
     throw argument_error(e.what());
   }
-  jit_options o = options;
-  o.path = lowering::generic;
-  return compiled_kernel::get(g, o);
+  return compiled_kernel::get(g, options);
 }
 
 namespace {

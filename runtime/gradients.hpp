@@ -83,8 +83,10 @@ class gradient_kernel {
   std::shared_ptr<const compiled_kernel> k_;
 };
 
-// The generic lowering computes every gradient (options.path must be automatic or generic;
-// with_weights and with_lse do not apply).
+// On a CPU, an attention's backward is fused (FlashAttention-2's two passes, no Nq × Nk buffer)
+// where its pairs' gradients leave the tiles through products only (docs/gradients.md); otherwise,
+// and with path = generic, the generic lowering computes every gradient. path = fused refuses an
+// expression the fused backward does not cover. with_weights and with_lse do not apply.
 template <dsl::well_shaped_expression E>
 gradient_kernel<E> jit_gradients(const E& e, const jit_options& options = {}) {
   return gradient_kernel<E>(detail::compile_gradients(dsl::to_ir(e), options));

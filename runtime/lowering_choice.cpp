@@ -3,7 +3,9 @@
 #include <stdexcept>
 #include <vector>
 #include "errors.hpp"
+#include "dsl/gradient.hpp"
 #include "generators/fused/attention_pattern.hpp"
+#include "generators/fused/backward_pattern.hpp"
 #include "generators/autoschedule.hpp"
 
 namespace attn::detail {
@@ -27,10 +29,18 @@ int lse_softmax(const ir::graph& g) {
   return found.front();
 }
 
+std::vector<gen::attention_match> fused_attentions(const ir::graph& g, const Halide::Target& target) {
+  if (!ir::is_gradient(g)) return gen::find_attention(g);
+  std::vector<gen::attention_match> found;
+  if (!target.has_gpu_feature())
+    for (const gen::backward_match& m : gen::find_backward(g)) found.push_back(m.forward);
+  return found;
+}
+
 // Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target) {
-  const std::vector<gen::attention_match> found = gen::find_attention(g);
+  const std::vector<gen::attention_match> found = fused_attentions(g, target);
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
   const bool autoscheduled = o.schedule.starts_with("auto=");
@@ -39,6 +49,11 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   l.default_tiles = o.schedule == "default" || autoscheduled;  // an autoscheduler keeps the default algorithm
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
+  if (o.path == lowering::fused && found.empty() && ir::is_gradient(g))
+    throw compile_error(target.has_gpu_feature()
+                            ? "path = fused: the fused backward has CPU schedules only; use path = automatic or generic"
+                            : "path = fused: the fused backward covers one softmax attention whose pairs' gradients leave "
+                              "the tiles through products only (a table or slope the score reads needs the generic backward)");
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
   const int vector = target.natural_vector_size<float>();
@@ -76,6 +91,7 @@ std::string describe(const ir::graph& g, bool fused, const std::string& schedule
   if (!fused) return "path=generic";
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
+  for (const gen::backward_match& m : gen::find_backward(g)) s += " backward=" + gen::to_string(g, m.forward);
   return s + " schedule=[" + schedule + "] source=" + source;
 }
 

@@ -62,9 +62,11 @@ std::vector<int> generic_materialised(const ir::graph& g, bool with_weights) {
 }
 
 std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes) {
+  // A transpose of such a node (Pᵀ in a gradient graph) is read by a fused backward in its tiles.
   auto tiled = [&](const ir::node& n) {
+    const ir::node& x = n.kind == ir::op::transpose ? g.at(n.args[0]) : n;
     for (int w : fused_softmaxes)
-      if (gen::computed_per_tile(n, g.at(w))) return true;
+      if (gen::computed_per_tile(x, g.at(w))) return true;
     return false;
   };
   std::vector<int> nodes;

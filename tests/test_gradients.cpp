@@ -727,10 +727,51 @@ BOOST_AUTO_TEST_CASE(named_calls_and_a_dy_shared_by_the_batch) {
   for (std::size_t i = 0; i < once.size(); ++i) BOOST_TEST(same_bits(once.values[i], repeated.values[i]), "d" << once.names[i]);
 }
 
+// ---------------------------------------------------------------- the fused backward
+
+// Which backwards are fused (describe() names the attention), and that the fused gradients are the
+// generic lowering's within float rounding: max |fused - generic| ≤ 2e-5 · max |generic| per tensor
+// (both meet the reference's rule above, summing in other orders; measured at most ~1e-6). Every
+// variant the tests above call fuses is among them, at sizes past a tile (257, 1000).
+template <class E>
+void expect_fused_equals_generic(const std::string& what, const E& e, idx_t batch, const std::vector<sizes>& at, const layout_fn& shapes) {
+  const auto fused = attn::jit_gradients(e);
+  const auto generic = attn::jit_gradients(e, {.path = attn::lowering::generic});
+  BOOST_TEST(fused.describe().find("backward=softmax(") != std::string::npos, what << ": " << fused.describe());
+  std::mt19937 rng(29);
+  for (const auto& [nq, nk] : at) {
+    const problem p(shapes(nq, nk), batch, nk, rng);
+    const attn::gradients f = call(fused, p), g = call(generic, p);
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      float worst = 0, scale = 0;
+      for (std::size_t j = 0; j < g.values[i].values().size(); ++j) {
+        worst = std::max(worst, std::abs(f.values[i].values()[j] - g.values[i].values()[j]));
+        scale = std::max(scale, std::abs(g.values[i].values()[j]));
+      }
+      BOOST_TEST(worst <= 2e-5f * scale, what << " (" << nq << ", " << nk << ") d" << f.names[i] << ": " << worst << " of " << scale);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_fused_backward_equals_the_generic_one) {
+  const std::vector<sizes> long_sizes{{1, 1}, {257, 257}, {1000, 1000}, {300, 1000}};
+  expect_fused_equals_generic("causal", causal_attention, 2, long_sizes, qkv_layout);
+  expect_fused_equals_generic("key padding", padded, 3, long_sizes, padded_layout);
+  expect_fused_equals_generic("ALiBi + causal", alibi_causal, 2, {{257, 257}}, qkv_layout);
+  expect_fused_equals_generic("softcap", attention(softcap(s, 2.0f)), 2, {{257, 257}}, qkv_layout);
+  expect_fused_equals_generic("sliding window", attention(sliding_window(s, 5)), 2, {{257, 257}}, qkv_layout);
+  // Not fused: the pairs' gradients reach a table (a scatter-add) or a slope (a sum over every pair).
+  constexpr auto R = dim<"R", 9>;
+  const auto table = attn::jit_gradients(attention(modify(s, score + gather(weight<"t">(R, H), kv_idx - q_idx + 4, head))));
+  BOOST_TEST(table.describe() == "path=generic");
+  BOOST_CHECK_THROW(attn::jit_gradients(attention(modify(s, score + gather(weight<"t">(R, H), kv_idx - q_idx + 4, head))),
+                                        {.path = attn::lowering::fused}),
+                    attn::compile_error);
+}
+
 BOOST_AUTO_TEST_CASE(errors) {
   BOOST_CHECK_THROW(attn::jit_gradients(plain, {.with_weights = true}), attn::argument_error);
   BOOST_CHECK_THROW(attn::jit_gradients(plain, {.with_lse = true}), attn::argument_error);
-  BOOST_CHECK_THROW(attn::jit_gradients(plain, {.path = attn::lowering::fused}), attn::argument_error);
 
   const auto grad = attn::jit_gradients(padded);
   std::mt19937 rng(17);

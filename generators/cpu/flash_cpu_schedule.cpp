@@ -3,32 +3,13 @@
 #include <algorithm>
 
 #include "generators/cpu/fuse_loops.hpp"
+#include "generators/cpu/register_tile.hpp"
 
 namespace attn::gen {
 
 using namespace Halide;
 
 namespace {
-
-enum block_order { rows_outside, key_blocks_outside };
-
-// f(x, ...) (+)= ... with x vectorised in `vectors` unrolled vectors and y unrolled by `rows`
-// (an update's reduction `r` outside them): a register tile. The blocks of x are walked inside
-// the blocks of y, or outside them (one block of the right operand reused by every row). Returns
-// the innermost loop over the register tiles (a Func computed at it is one register tile's).
-Var register_tile(Stage u, const VarOrRVar& x, const VarOrRVar& y, const std::vector<RVar>& r, int vector, int vectors,
-                  int rows, block_order order = rows_outside) {
-  Var xo("blocks_" + x.name()), xi, xv, yo("blocks_" + y.name()), yi;
-  u.split(x, xo, xi, vector * vectors, TailStrategy::GuardWithIf)
-      .split(xi, xi, xv, vector, TailStrategy::GuardWithIf)
-      .split(y, yo, yi, rows, TailStrategy::GuardWithIf);
-  std::vector<VarOrRVar> loops{xv, xi, yi};
-  loops.insert(loops.end(), r.begin(), r.end());
-  if (order == rows_outside) loops.insert(loops.end(), {xo, yo});
-  else loops.insert(loops.end(), {yo, xo});
-  u.reorder(loops).vectorize(xv).unroll(xi).unroll(yi);
-  return order == rows_outside ? xo : yo;
-}
 
 // A copy of the product's right operand (Kᵀ) for this tile, rows padded by one vector so that
 // rows a power of two apart do not share cache sets.
@@ -253,8 +234,9 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   schedule_step(f, f.partial, s);
   if (!s.stage_kv)
     // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
-    // whose region bounds inference still counts).
-    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max(f.nk, f.kv_tile));
+    // whose region bounds inference still counts; a fused backward's last tile, sharing Kᵀ): up to
+    // the keys rounded up to whole tiles.
+    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max((f.nk + f.kv_tile - 1) / f.kv_tile * f.kv_tile, f.kv_tile));
 }
 
 }  // namespace attn::gen

@@ -41,7 +41,8 @@ Func exponents_by_column(generic_lowering& rules, lowering_state& s, int i) {
   return e;
 }
 
-// The fused score at (lead..., q, kv), by the generic rules, the per-pair nodes going to `pairwise`.
+}  // namespace
+
 flash_problem::scored fused_score(generic_lowering& rules, lowering_state& s, const attention_match& m,
                                   const std::vector<Expr>& lead, const Expr& q, const Expr& kv, std::vector<stage>& pairwise) {
   const auto saved = std::tuple(s.tile.pairwise, s.tile.weights);
@@ -70,6 +71,8 @@ flash_problem::scored fused_score(generic_lowering& rules, lowering_state& s, co
   std::tie(s.tile.pairwise, s.tile.weights) = saved;
   return sc;
 }
+
+namespace {
 
 // V at (lead..., kv, d); `inside`: the key lies inside the keys, read without a clamp.
 Expr fused_value(generic_lowering& rules, lowering_state& s, const attention_match& m, const std::vector<Expr>& lead,
@@ -110,7 +113,7 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   p.value = [&rules, &s, m](const std::vector<Expr>& lead, const Expr& kv, const Expr& d, bool inside) {
     return fused_value(rules, s, m, lead, kv, d, inside);
   };
-  p.with_lse = s.options.with_lse;
+  p.with_lse = s.options.with_lse || s.lse_of.contains(m.combine);
   p.normalised = m.normalised();
   // On a GPU the lanes of the row reductions are the block's threads in x.
   const flash_schedule& t = s.options.tiles;
@@ -161,7 +164,7 @@ std::vector<Expr> clamped_to_tensor(const lowering_state& s, int i, std::vector<
 // bounds inference to them where a tile loop the sizes rule out (N_K < kv_tile; simplified as if
 // it ran, clamps dropped) would widen the copy, so the schedule can bound it and pad its rows.
 Expr key_of_tile(const lowering_state& s, const ir::node& product, const Expr& key) {
-  if (!in_fused_tile(s, product) || s.options.gpu) return key;
+  if (!in_fused_tile(s, product) || s.options.gpu || !s.tile.keys_clamped) return key;
   const ir::dim& d = product.shape.back();
   return unsafe_promise_clamped(key, 0, max(s.extent(d.name, d.size), s.options.tiles.kv_tile) - 1);
 }

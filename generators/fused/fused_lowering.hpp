@@ -5,6 +5,7 @@
 // those rules read differently there (lowering_state::tile).
 #include <vector>
 #include <Halide.h>
+#include "generators/fused/flash_algorithm.hpp"
 #include "generators/fused/attention_pattern.hpp"
 #include "generators/lowering/lowering_state.hpp"
 
@@ -15,6 +16,12 @@ class generic_lowering;
 // softmax(chain(S))·V, or softmax-free f(S)·V, as one fused pipeline: appended to lowered::flash,
 // its output the combine's Func (lowering_state::funcs).
 Halide::Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_match& m);
+
+// The fused score at (lead..., q, kv), by the generic rules (its mask's predicate as `keep`), the
+// per-pair nodes going to `pairwise`.
+flash_problem::scored fused_score(generic_lowering& rules, lowering_state& s, const attention_match& m,
+                                  const std::vector<Halide::Expr>& lead, const Halide::Expr& q, const Halide::Expr& kv,
+                                  std::vector<stage>& pairwise);
 
 // Is n, now, a node of the fused score being evaluated that is computed per tile, one fresh copy
 // per use (computed_per_tile, tile_context::pairwise)?

@@ -74,6 +74,7 @@ Expr generic_lowering::divided(const ir::node& n, const Expr& x, const Expr& y) 
 Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placeholders& ph) {
   using ir::op;
   const ir::node& n = s_.g.at(i);
+  if (auto given = s_.tile.given.find(i); given != s_.tile.given.end()) return given->second(idx);
   if (ir::is_materialised(n.kind)) return func(i)(s_.args_of(n, idx));
   auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
   switch (n.kind) {
@@ -194,6 +195,8 @@ placeholders generic_lowering::score_placeholders(const ir::node& n, const std::
 Func generic_lowering::func(int i) {
   const bool fresh = in_fused_tile(s_, s_.g.at(i));
   if (auto it = s_.funcs.find(i); !fresh && it != s_.funcs.end()) return it->second;
+  if (fresh && s_.tile.per_tile != nullptr)
+    if (auto it = s_.tile.per_tile->find(i); it != s_.tile.per_tile->end()) return it->second;
   if (auto a = s_.fused.find(i); a != s_.fused.end()) return lower_fused(*this, s_, a->second);
   const ir::node& n = s_.g.at(i);
   auto [f, vars] = s_.new_func(std::string(ir::op_name(n.kind)), n);
@@ -232,6 +235,7 @@ Func generic_lowering::func(int i) {
   }
   if (fresh) {
     s_.tile.pairwise->push_back(st);
+    if (s_.tile.per_tile != nullptr) s_.tile.per_tile->emplace(i, f);
   } else {
     s_.funcs.emplace(i, f);
     s_.out.stages.push_back(st);

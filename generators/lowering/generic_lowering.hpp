@@ -30,6 +30,8 @@ class generic_lowering {
   // Softmax-free attention: does every mask on the score's path (attention_match::chain) keep
   // the pair at idx (the weights' index)? Each predicate is read at its mask's own index.
   Halide::Expr kept_by_chain(const attention_match& m, const std::vector<Halide::Expr>& idx);
+  // () true when every element of node i is finite (a weighted product's check of its right operand).
+  Halide::Func all_finite(int i);
 
  private:
   bool reads_float_data(int i) const;
@@ -39,7 +41,6 @@ class generic_lowering {
   Halide::Expr right_operand(const ir::node& n, const std::vector<Halide::Expr>& ib, stage& st);
   Halide::RDom define_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx, stage& st);
   void define_softmax(const ir::node& n, Halide::Func& f, const std::vector<Halide::Var>& vars, stage& st);
-  Halide::Func all_finite(int i);
   void define_sum_to(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
   void define_sum_groups(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
   void define_scatter_add(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);

@@ -2,6 +2,8 @@
 
 #include <set>
 #include <utility>
+#include "generators/fused/backward_pattern.hpp"
+#include "generators/fused/fused_backward.hpp"
 #include "generators/lowering/generic_lowering.hpp"
 #include "generators/lowering/lowering_state.hpp"
 
@@ -21,6 +23,8 @@ std::vector<Expr> halide_args(const std::vector<Expr>& row_major, const Expr& ba
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options) {
   lowering_state s(g, bound, options);
   generic_lowering rules(s);
+  if (options.fused && !options.gpu)
+    for (const backward_match& m : find_backward(g)) lower_fused_backward(rules, s, m);
   s.out.output_batched = g.output().batched;
   std::set<int> taken;  // a node that is two outputs is copied for the second
   for (int o : g.outputs()) {

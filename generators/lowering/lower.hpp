@@ -14,6 +14,7 @@
 #include <Halide.h>
 #include "dsl/ir.hpp"
 #include "generators/fused/flash_algorithm.hpp"
+#include "generators/fused/fused_backward.hpp"
 #include "generators/gpu/flash_gpu_schedule.hpp"
 #include "generators/cpu/flash_schedule.hpp"
 #include "generators/lowering/stage.hpp"
@@ -36,6 +37,8 @@ struct lowered {
   std::vector<stage> stages;
   // Attentions lowered to the fused pipeline (each replaces a softmax and its combine).
   std::vector<flash_funcs> flash;
+  // Backwards of attentions lowered to the fused backward (fused_backward.hpp), in a gradient graph.
+  std::vector<backward_funcs> backward;
   flash_schedule tiles{};  // the fused pipeline's schedule, as lower_and_schedule chose it
   std::optional<flash_gpu_schedule> gpu;  // for a GPU target: its fused schedule (tiles unused)
 };
@@ -44,7 +47,8 @@ struct lowered {
 using bound_dims = std::map<std::string, std::int64_t, std::less<>>;
 
 // fused: lower every attention found on the IR (attention_pattern.hpp) to the fused pipeline,
-// with the tiles of `tiles`; otherwise (or where none is found) everything is generic.
+// with the tiles of `tiles`, and in a gradient graph on a CPU the backward of its attention
+// (backward_pattern.hpp); otherwise (or where none is found) everything is generic.
 struct lowering_options {
   bool fused = false;
   flash_schedule tiles{};

@@ -3,6 +3,7 @@
 // what it is lowered with, the attentions found on it, the pipeline being built, and where the
 // generic rules are evaluated inside a fused attention's tiles.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -23,6 +24,14 @@ struct tile_context {
   Halide::Expr few_queries;                // lowering a fused attention: flash_problem::few_queries
   bool keys_inside = false;                // reading V at keys of full tiles: promised, not clamped
   std::set<int> transparent;               // masks evaluated as a fused score's `keep`, not as -inf
+  // The fused backward: each per-tile node's Func made once per pass and shared by its uses (the
+  // forward makes one per use), and nodes whose values the tiles compute their own way (P from
+  // the saved log-sum-exp).
+  std::map<int, Halide::Func>* per_tile = nullptr;
+  std::map<int, std::function<Halide::Expr(const std::vector<Halide::Expr>&)>> given;
+  // Per-tile products read their right operand (Kᵀ) at keys promised inside [0, max(N_K, kv_tile)):
+  // true where the tiles' first keys are clamped so (the forward), false where tiles run past the last key.
+  bool keys_clamped = true;
 };
 
 struct lowering_state {
@@ -34,6 +43,7 @@ struct lowering_state {
   std::map<int, attention_match> fused;         // attentions lowered to the fused pipeline, by combine node
   std::map<int, attention_match> softmax_free;  // softmax-free attentions, fused or not, by combine node
   std::set<std::string_view> tiled_dims;        // query and key dims of the fused attentions
+  std::set<int> lse_of;                         // fused attentions (by combine) whose log-sum-exp a fused backward reads
   std::map<int, Halide::ImageParam> params;     // by terminal node
   std::map<int, Halide::Func> funcs;            // by node: the materialised ones, computed once
   Halide::Var batch{"batch"};

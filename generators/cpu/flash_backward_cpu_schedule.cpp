@@ -1,0 +1,92 @@
+#include "generators/cpu/flash_backward_cpu_schedule.hpp"
+
+#include <algorithm>
+#include "generators/cpu/fuse_loops.hpp"
+#include "generators/cpu/register_tile.hpp"
+
+namespace attn::gen {
+
+using namespace Halide;
+
+namespace {
+
+// Nested guarded tails (register tiles in tiles) partitioned grow Halide's compile time without
+// bound (flash_cpu_schedule.cpp); none here.
+void never_partition(Func f) {
+  f.never_partition_all();
+  for (int k = 0; k < f.num_update_definitions(); ++k) f.update(k).never_partition_all();
+}
+
+void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedule& s) {
+  const int v = s.vector;
+  std::vector<Var> tasks{p.tile};
+  tasks.insert(tasks.end(), b.lead.begin(), b.lead.end());
+  if (b.batched) tasks.push_back(b.batch);
+  // One task per own tile (and lead dims, batch item): its sums stay in its rows of `acc`.
+  p.acc.compute_root().vectorize(p.d, v, TailStrategy::GuardWithIf).parallel(fuse_all(p.acc, tasks));
+  // The width fixed: register tiles of a constant size, no guard per vector in the inner loops.
+  if (p.width_known > 0) p.acc.bound(p.d, 0, p.width_known);
+  Stage u = p.acc.update();
+  std::vector<VarOrRVar> order{p.d, p.i, p.r.x};
+  order.insert(order.end(), tasks.begin(), tasks.end());
+  u.reorder(order).vectorize(p.d, v, TailStrategy::GuardWithIf);
+  u.parallel(fuse_all(u, tasks));
+  never_partition(p.acc);
+
+  // Per tile, every Func spans one tile of keys: that extent said constant, so that the register
+  // tiles carry no guard on keys (a guard in the contracted loop keeps the accumulators in memory).
+  // Aligned to the tile first: bounds inference narrows a region to the pairs a mask keeps (a
+  // window: the keys from the query tile's band on), which then starts inside the tile. The
+  // queries' extent stays as inferred (narrowed along a causal diagonal, its bound is looser than a tile).
+  const LoopLevel tile(p.acc, p.r.x);
+  auto one_tile = [&](Func f, const Var& keys, const Var&) {
+    f.compute_at(tile).align_bounds(keys, s.kv_tile).bound_extent(keys, s.kv_tile);
+    f.vectorize(keys, v, TailStrategy::GuardWithIf);
+  };
+  for (stage& pw : p.pairwise) {
+    one_tile(pw.func, pw.vars[0], pw.vars[1]);
+    if (pw.kind == stage::product) {
+      // A block of keys in vectors × q_unroll rows, the contracted dim inside (Q·Kᵀ, dO·Vᵀ).
+      const int vectors = std::max(1, std::min(s.kv_vectors, s.kv_tile / v));
+      register_tile(pw.func.update(), pw.vars[0], pw.vars[1], {pw.reduction.x}, v, vectors, s.q_unroll);
+      if (pw.right_finite.defined()) {
+        pw.right_finite.compute_root();
+        pw.func.update().specialize(pw.right_finite());
+      }
+    }
+    never_partition(pw.func);
+  }
+  for (Func f : p.values) {
+    one_tile(f, f.args()[0], f.args()[1]);
+    never_partition(f);
+  }
+  // The exits' products: d in registers (all of it where it fits) × rows (a divisor of the tile's),
+  // the tile's other dim inside.
+  const int vectors = pv_tile_vectors(s, p.width_known);
+  int rows = std::min(s.q_unroll, p.tile_rows);
+  while (p.tile_rows % rows != 0) --rows;
+  for (std::size_t k = 0; k < p.products.size(); ++k) {
+    Func f = p.products[k];
+    f.compute_at(tile).bound_extent(p.i, p.tile_rows).vectorize(p.d, v, TailStrategy::GuardWithIf);
+    register_tile(f.update(), p.d, p.i, {p.contracted[k].x}, v, vectors, rows);
+    if (p.finite[k].defined()) {
+      p.finite[k].compute_root();
+      f.update().specialize(p.finite[k]());
+    }
+    never_partition(f);
+  }
+}
+
+}  // namespace
+
+void schedule_flash_backward_cpu(backward_funcs& b, const flash_schedule& s, const Target&) {
+  for (Func e : b.exits) {  // copies out of the passes' tiles
+    const std::vector<Var> a = e.args();
+    e.compute_root().vectorize(a.front(), s.vector, TailStrategy::GuardWithIf);
+    if (a.size() > 1) e.parallel(fuse_all(e, std::vector<Var>(a.begin() + 1, a.end())));
+  }
+  for (backward_pass* p : {&b.by_query, &b.by_key})
+    if (p->acc.defined()) schedule_pass(b, *p, s);
+}
+
+}  // namespace attn::gen

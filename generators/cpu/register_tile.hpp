@@ -1,0 +1,31 @@
+#pragma once
+// A product's register tile on the CPU, shared by the fused forward and backward schedules.
+#include <string>
+#include <vector>
+#include <Halide.h>
+
+namespace attn::gen {
+
+enum block_order { rows_outside, key_blocks_outside };
+
+// f(x, ...) (+)= ... with x vectorised in `vectors` unrolled vectors and y unrolled by `rows`
+// (an update's reduction `r` outside them): a register tile. The blocks of x are walked inside
+// the blocks of y, or outside them (one block of the right operand reused by every row). Returns
+// the innermost loop over the register tiles (a Func computed at it is one register tile's).
+inline Halide::Var register_tile(Halide::Stage u, const Halide::VarOrRVar& x, const Halide::VarOrRVar& y,
+                                 const std::vector<Halide::RVar>& r, int vector, int vectors, int rows,
+                                 block_order order = rows_outside) {
+  using namespace Halide;
+  Var xo("blocks_" + x.name()), xi, xv, yo("blocks_" + y.name()), yi;
+  u.split(x, xo, xi, vector * vectors, TailStrategy::GuardWithIf)
+      .split(xi, xi, xv, vector, TailStrategy::GuardWithIf)
+      .split(y, yo, yi, rows, TailStrategy::GuardWithIf);
+  std::vector<VarOrRVar> loops{xv, xi, yi};
+  loops.insert(loops.end(), r.begin(), r.end());
+  if (order == rows_outside) loops.insert(loops.end(), {xo, yo});
+  else loops.insert(loops.end(), {yo, xo});
+  u.reorder(loops).vectorize(xv).unroll(xi).unroll(yi);
+  return order == rows_outside ? xo : yo;
+}
+
+}  // namespace attn::gen

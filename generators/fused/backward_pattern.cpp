@@ -1,0 +1,96 @@
+#include "generators/fused/backward_pattern.hpp"
+
+#include <algorithm>
+#include "dsl/gradient.hpp"
+
+namespace attn::gen {
+
+namespace {
+
+// A transpose of a pair node (Pᵀ): read only by column exits.
+bool is_transposed_pair(const ir::graph& g, const backward_match& m, int n) {
+  return g.at(n).kind == ir::op::transpose && is_pair_node(g, m, g.at(n).args[0]);
+}
+
+// Nodes a tile evaluates: elementwise ones (masks, modifiers and their bound functions
+// included), stored copies, and products of two operands that are not pair nodes (dO·Vᵀ).
+bool computable_in_tiles(const ir::graph& g, const backward_match& m, int i) {
+  const ir::node& n = g.at(i);
+  const auto pairish = [&](int a) { return is_pair_node(g, m, a) || is_transposed_pair(g, m, a); };
+  if (n.kind == ir::op::matmul) return std::none_of(n.args.begin(), n.args.end(), pairish);
+  if (!ir::is_elementwise(n.kind) && n.kind != ir::op::store) return false;
+  return std::none_of(n.args.begin(), n.args.end(), [&](int a) { return is_transposed_pair(g, m, a); });
+}
+
+// The product n as an exit of the tiles, if it is one.
+bool as_exit(const ir::graph& g, const backward_match& m, int i, pair_exit& e) {
+  const ir::node& n = g.at(i);
+  if (n.kind != ir::op::matmul || n.args.size() != 2) return false;
+  const int x = n.args[0], y = n.args[1];
+  const std::size_t rank = g.at(m.forward.weights).shape.size();
+  if (n.shape.size() != rank || g.at(x).shape.size() != rank || g.at(y).shape.size() != rank) return false;
+  if (n.batched != g.at(m.forward.weights).batched) return false;
+  const auto plain = [&](int a) { return !is_pair_node(g, m, a) && !is_transposed_pair(g, m, a); };
+  if (is_pair_node(g, m, x) && plain(y)) e = {i, x, y, true, false};
+  else if (is_transposed_pair(g, m, x) && plain(y)) e = {i, g.at(x).args[0], y, false, false};
+  else if (plain(x) && is_pair_node(g, m, y)) e = {i, y, x, false, true};
+  else return false;
+  return true;
+}
+
+// softmax's row term: sum_to(select(P == 0, 0, P·(dO·Vᵀ))) over the keys; sets output_adjoint (dO).
+bool as_row_dot(const ir::graph& g, backward_match& m, int i) {
+  const ir::node& n = g.at(i);
+  if (n.kind != ir::op::sum_to) return false;
+  const ir::node& guarded = g.at(n.args[0]);
+  if (guarded.kind != ir::op::select) return false;
+  const ir::node& product = g.at(guarded.args[2]);
+  if (product.kind != ir::op::mul || product.args[0] != m.forward.softmax) return false;
+  const ir::node& dp = g.at(product.args[1]);  // P's adjoint: dO·Vᵀ, its only one (P feeds the combine alone)
+  if (dp.kind != ir::op::matmul || g.at(dp.args[1]).kind != ir::op::transpose || g.at(dp.args[1]).args[0] != m.forward.values)
+    return false;
+  m.output_adjoint = dp.args[0];
+  m.row_dot = i;
+  return true;
+}
+
+}  // namespace
+
+bool is_pair_node(const ir::graph& g, const backward_match& m, int n) {
+  const ir::node& x = g.at(n);
+  const ir::node& w = g.at(m.forward.weights);
+  return !ir::is_terminal(x.kind) && x.kind != ir::op::transpose && x.shape.size() == w.shape.size() && ir::spans_pair_of(x, w);
+}
+
+std::vector<backward_match> find_backward(const ir::graph& g) {
+  if (!ir::is_gradient(g)) return {};
+  const int first_gradient = g.terminals.back();  // d_output: the first node the differentiation added
+  ir::graph forward = g;
+  forward.nodes.resize(static_cast<std::size_t>(first_gradient));
+  forward.terminals.pop_back();
+  const std::vector<attention_match> found = find_attention(forward);
+  if (found.size() != 1 || !found.front().normalised()) return {};
+  backward_match m;
+  m.forward = found.front();
+  for (int i = first_gradient; i < static_cast<int>(g.nodes.size()); ++i) {
+    const ir::node& n = g.at(i);
+    const bool reads_pair = std::any_of(n.args.begin(), n.args.end(), [&](int a) {
+      return is_pair_node(g, m, a) || is_transposed_pair(g, m, a);
+    });
+    if (!reads_pair) continue;
+    if (is_pair_node(g, m, i)) {
+      if (!computable_in_tiles(g, m, i)) return {};
+      continue;
+    }
+    if (is_transposed_pair(g, m, i)) continue;  // its readers are checked as exits
+    pair_exit e;
+    if (as_exit(g, m, i, e)) m.exits.push_back(e);
+    else if (m.row_dot >= 0 || !as_row_dot(g, m, i)) return {};
+  }
+  for (int o : g.outputs())
+    if (is_pair_node(g, m, o) || is_transposed_pair(g, m, o)) return {};
+  if (m.exits.empty() || m.row_dot < 0) return {};
+  return {m};
+}
+
+}  // namespace attn::gen
