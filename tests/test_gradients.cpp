@@ -734,8 +734,9 @@ BOOST_AUTO_TEST_CASE(named_calls_and_a_dy_shared_by_the_batch) {
 // (both meet the reference's rule above, summing in other orders; measured at most ~1e-6). Every
 // variant the tests above call fuses is among them, at sizes past a tile (257, 1000).
 template <class E>
-void expect_fused_equals_generic(const std::string& what, const E& e, idx_t batch, const std::vector<sizes>& at, const layout_fn& shapes) {
-  const auto fused = attn::jit_gradients(e);
+void expect_fused_equals_generic(const std::string& what, const E& e, idx_t batch, const std::vector<sizes>& at, const layout_fn& shapes,
+                                 const std::string& schedule = "default") {
+  const auto fused = attn::jit_gradients(e, {.schedule = schedule});
   const auto generic = attn::jit_gradients(e, {.path = attn::lowering::generic});
   BOOST_TEST(fused.describe().find("backward=softmax(") != std::string::npos, what << ": " << fused.describe());
   std::mt19937 rng(29);
@@ -760,6 +761,11 @@ BOOST_AUTO_TEST_CASE(the_fused_backward_equals_the_generic_one) {
   expect_fused_equals_generic("ALiBi + causal", alibi_causal, 2, {{257, 257}}, qkv_layout);
   expect_fused_equals_generic("softcap", attention(softcap(s, 2.0f)), 2, {{257, 257}}, qkv_layout);
   expect_fused_equals_generic("sliding window", attention(sliding_window(s, 5)), 2, {{257, 257}}, qkv_layout);
+  // Two passes instead of the sweep, and tiles that do not divide the sizes.
+  expect_fused_equals_generic("causal, two passes", causal_attention, 2, {{1, 1}, {300, 1000}}, qkv_layout, "backward_sweep=0");
+  expect_fused_equals_generic("key padding, two passes", padded, 3, {{257, 257}}, padded_layout, "backward_sweep=0 backward_q_tile=40");
+  expect_fused_equals_generic("sliding window, tiles of 48", attention(sliding_window(s, 5)), 2, {{257, 257}}, qkv_layout,
+                              "backward_q_tile=48");
   // Not fused: the pairs' gradients reach a table (a scatter-add) or a slope (a sum over every pair).
   constexpr auto R = dim<"R", 9>;
   const auto table = attn::jit_gradients(attention(modify(s, score + gather(weight<"t">(R, H), kv_idx - q_idx + 4, head))));

@@ -203,7 +203,8 @@ BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
   BOOST_TEST(rec.default_ms == r.default_candidate().seconds() * 1e3);
   BOOST_TEST(rec.bucket == r.bucket);
   BOOST_TEST(rec.sizes == "T=100");
-  rec.schedule = "q_tile=12 kv_tile=32 partial_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0 row_block=0 pv_rows=0 pack_state=1";  // recognisable
+  rec.schedule = "q_tile=12 kv_tile=32 partial_tile=32 q_unroll=3 kv_vectors=2 vector=16 stage_kv=0 pv_keys=0 row_block=0 pv_rows=0 "
+                 "pack_state=1 backward_q_tile=48 backward_sweep=0";  // recognisable
   attn::write_tuning_records(file, {rec});
   const scoped_env env("ATTN_TUNING_DB", file.c_str());
 

@@ -19,18 +19,29 @@ void never_partition(Func f) {
 
 void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedule& s) {
   const int v = s.vector;
-  std::vector<Var> tasks{p.tile};
+  // Tasks: the lead dims and batch items, and in two passes the pass's own tiles; the sums of a
+  // task stay in its rows of `acc`.
+  const bool sweep = p.order == backward_order::sweep;
+  std::vector<Var> tasks;
+  if (!sweep) tasks.push_back(p.tile);
   tasks.insert(tasks.end(), b.lead.begin(), b.lead.end());
   if (b.batched) tasks.push_back(b.batch);
-  // One task per own tile (and lead dims, batch item): its sums stay in its rows of `acc`.
-  p.acc.compute_root().vectorize(p.d, v, TailStrategy::GuardWithIf).parallel(fuse_all(p.acc, tasks));
+  std::vector<Var> pure_tasks{p.tile};
+  pure_tasks.insert(pure_tasks.end(), b.lead.begin(), b.lead.end());
+  if (b.batched) pure_tasks.push_back(b.batch);
+  p.acc.compute_root().vectorize(p.d, v, TailStrategy::GuardWithIf).parallel(fuse_all(p.acc, pure_tasks));
   // The width fixed: register tiles of a constant size, no guard per vector in the inner loops.
   if (p.width_known > 0) p.acc.bound(p.d, 0, p.width_known);
   Stage u = p.acc.update();
-  std::vector<VarOrRVar> order{p.d, p.i, p.r.x};
+  std::vector<VarOrRVar> order{p.d};
+  if (sweep) {
+    for (int k = 0; k < p.r.dimensions(); ++k) order.push_back(p.r[k]);
+  } else {
+    order.insert(order.end(), {p.i, p.r.x});
+  }
   order.insert(order.end(), tasks.begin(), tasks.end());
   u.reorder(order).vectorize(p.d, v, TailStrategy::GuardWithIf);
-  u.parallel(fuse_all(u, tasks));
+  if (!tasks.empty()) u.parallel(fuse_all(u, tasks));
   never_partition(p.acc);
 
   // Per tile, every Func spans one tile of keys: that extent said constant, so that the register
@@ -38,16 +49,17 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
   // Aligned to the tile first: bounds inference narrows a region to the pairs a mask keeps (a
   // window: the keys from the query tile's band on), which then starts inside the tile. The
   // queries' extent stays as inferred (narrowed along a causal diagonal, its bound is looser than a tile).
-  const LoopLevel tile(p.acc, p.r.x);
+  const LoopLevel tile(p.acc, p.tile_loop());
   auto one_tile = [&](Func f, const Var& keys, const Var&) {
-    f.compute_at(tile).align_bounds(keys, s.kv_tile).bound_extent(keys, s.kv_tile);
+    f.compute_at(tile).align_bounds(keys, b.kv_tile).bound_extent(keys, b.kv_tile);
     f.vectorize(keys, v, TailStrategy::GuardWithIf);
   };
   for (stage& pw : p.pairwise) {
     one_tile(pw.func, pw.vars[0], pw.vars[1]);
     if (pw.kind == stage::product) {
       // A block of keys in vectors × q_unroll rows, the contracted dim inside (Q·Kᵀ, dO·Vᵀ).
-      const int vectors = std::max(1, std::min(s.kv_vectors, s.kv_tile / v));
+      int vectors = std::max(1, std::min(s.kv_vectors, b.kv_tile / v));
+      while (vectors > 1 && (b.kv_tile / v) % vectors != 0) --vectors;
       register_tile(pw.func.update(), pw.vars[0], pw.vars[1], {pw.reduction.x}, v, vectors, s.q_unroll);
       if (pw.right_finite.defined()) {
         pw.right_finite.compute_root();
@@ -85,8 +97,7 @@ void schedule_flash_backward_cpu(backward_funcs& b, const flash_schedule& s, con
     e.compute_root().vectorize(a.front(), s.vector, TailStrategy::GuardWithIf);
     if (a.size() > 1) e.parallel(fuse_all(e, std::vector<Var>(a.begin() + 1, a.end())));
   }
-  for (backward_pass* p : {&b.by_query, &b.by_key})
-    if (p->acc.defined()) schedule_pass(b, *p, s);
+  for (backward_pass& p : b.passes) schedule_pass(b, p, s);
 }
 
 }  // namespace attn::gen

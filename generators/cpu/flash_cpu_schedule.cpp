@@ -234,9 +234,12 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   schedule_step(f, f.partial, s);
   if (!s.stage_kv)
     // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
-    // whose region bounds inference still counts; a fused backward's last tile, sharing Kᵀ): up to
-    // the keys rounded up to whole tiles.
-    for (stage& pw : f.full.pairwise) pad_right_operand(pw, max((f.nk + f.kv_tile - 1) / f.kv_tile * f.kv_tile, f.kv_tile));
+    // whose region bounds inference still counts; a fused backward's last key tile, sharing Kᵀ): up
+    // to the keys rounded up to whole tiles of either.
+    for (stage& pw : f.full.pairwise) {
+      const int backward = s.backward_sweep ? s.backward_q_tile : s.kv_tile;
+      pad_right_operand(pw, max(max((f.nk + f.kv_tile - 1) / f.kv_tile * f.kv_tile, f.kv_tile), (f.nk + backward - 1) / backward * backward));
+    }
 }
 
 }  // namespace attn::gen

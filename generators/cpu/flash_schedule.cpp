@@ -19,11 +19,15 @@ constexpr parameter<S> parameters[] = {
     number<&S::row_block>("row_block", 0, 4096),
     number<&S::pv_rows>("pv_rows", 0, 32),
     choice<&S::pack_state>("pack_state", on_off),
+    number<&S::backward_q_tile>("backward_q_tile", 1, 4096),
+    choice<&S::backward_sweep>("backward_sweep", on_off),
 };
 constexpr relation<S> relations[] = {
     {"kv_tile vector", "kv_tile must be a multiple of vector", [](const S& s) { return s.kv_tile % s.vector == 0; }},
     {"partial_tile kv_tile vector", "partial_tile must divide kv_tile and be a multiple of vector, or be 0 (kv_tile)",
      [](const S& s) { return s.partial_tile == 0 || (s.kv_tile % s.partial_tile == 0 && s.partial_tile % s.vector == 0); }},
+    {"backward_q_tile vector backward_sweep", "with backward_sweep, backward_q_tile (then also its key tiles) must be a multiple of vector",
+     [](const S& s) { return !s.backward_sweep || s.backward_q_tile % s.vector == 0; }},
 };
 constexpr parameter_table<S> table{"schedule", parameters, relations};
 

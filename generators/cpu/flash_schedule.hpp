@@ -27,6 +27,11 @@ struct flash_schedule {
                            // the running max and sum are rescaled once per row (flash_funcs::state);
                            // needs V's width known when compiling (static or bound) and a multiple
                            // of vector
+  int backward_q_tile = 128;  // query rows per tile of the fused backward (its key tiles: kv_tile keys,
+                             // or as many as its rows in a sweep)
+  bool backward_sweep = true;  // the fused backward computes each tile once, parallel over heads and
+                               // batch items only; else in two passes, each recomputing the tiles,
+                               // parallel over tiles too (fused_backward.hpp)
 
   // Each parameter's name, range and place in the text; kv_tile a multiple of vector, partial_tile
   // dividing kv_tile and a multiple of vector (or 0).
@@ -36,7 +41,7 @@ struct flash_schedule {
 };
 
 // "q_tile=48 kv_tile=256 partial_tile=64 q_unroll=6 kv_vectors=4 vector=16 stage_kv=0 pv_keys=0
-// row_block=0 pv_rows=0 pack_state=1" (flags as 0 and 1)
+// row_block=0 pv_rows=0 pack_state=1 backward_q_tile=128 backward_sweep=1" (flags as 0 and 1)
 std::string to_string(const flash_schedule& s);
 
 // Reads the text above; missing parameters keep the values of `base`, except that base's

@@ -23,8 +23,11 @@ class builder {
     const std::size_t r = w_.shape.size();
     nq_ = s.extent(w_.shape[r - 2].name, w_.shape[r - 2].size);
     nk_ = s.extent(w_.shape[r - 1].name, w_.shape[r - 1].size);
-    tq_ = s.options.tiles.q_tile;
-    tk_ = s.options.tiles.kv_tile;
+    sweep_ = s.options.tiles.backward_sweep;
+    tq_ = s.options.tiles.backward_q_tile;
+    tk_ = sweep_ ? tq_ : s.options.tiles.kv_tile;
+    b_.q_tile = tq_;
+    b_.kv_tile = tk_;
     for (std::size_t k = 0; k + 2 < r; ++k) b_.lead.emplace_back("lead" + std::to_string(k));  // innermost first
     b_.batch = s.batch;
     b_.batched = w_.batched;
@@ -40,8 +43,12 @@ class builder {
     lse_ = s_.out.flash.back().lse;
     define_row_dot();
     s_.tile.given[m_.forward.softmax] = [this](const std::vector<Expr>& idx) { return probability(idx); };
-    define_pass(b_.by_query, true);
-    define_pass(b_.by_key, false);
+    if (sweep_) {
+      define_sweep();
+    } else {
+      define_pass(backward_order::by_query);
+      define_pass(backward_order::by_key);
+    }
     s_.tile.given.erase(m_.forward.softmax);
     define_exits();
     s_.out.backward.push_back(b_);
@@ -144,47 +151,26 @@ class builder {
     return static_cast<int>(e.other_left ? extents[1] : extents[0]);
   }
 
-  void define_pass(backward_pass& p, bool rows) {
-    p.rows = rows;
-    std::vector<const pair_exit*> exits;
-    for (const pair_exit& e : m_.exits)
-      if (e.rows == rows) exits.push_back(&e);
-    if (exits.empty()) return;
-    p.tile_rows = rows ? tq_ : tk_;
-    const int other_rows = rows ? tk_ : tq_;
-    p.r = RDom(0, rows ? (nk_ + tk_ - 1) / tk_ : (nq_ + tq_ - 1) / tq_, rows ? "key_tiles" : "query_tiles");
-    p.r.where(rows ? kept(p.tile, p.r.x) : kept(p.r.x, p.tile));
-
-    std::map<int, Func> per_tile;
-    const auto saved = std::tuple(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped);
-    std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) =
-        std::tuple(&p.pairwise, &w_, &per_tile, false);
-    const Var t("t");
-    const std::string kind = rows ? "by_query" : "by_key";
-    const std::vector<Expr> acc_at = tile_args({p.d, p.i, p.tile});
-    p.acc = Func("backward_" + kind + std::to_string(s_.count++));
-    std::vector<Expr> zeros(exits.size(), 0.0f);
-    if (zeros.size() == 1) p.acc(acc_at) = zeros.front();
-    else p.acc(acc_at) = Tuple(zeros);
+  // The exits' products per tile, (d, i, kt, qt, lead..., batch), into p (its tile context set).
+  void define_products(backward_pass& p, const Var& kt, const Var& qt) {
     std::map<int, Func> values;
-    std::vector<Expr> next;
-    for (const pair_exit* e : exits) p.width_known = std::max(p.width_known, width_known(*e));
-    if (std::any_of(exits.begin(), exits.end(), [&](const pair_exit* e) { return width_known(*e) == 0; })) p.width_known = 0;
-    for (std::size_t k = 0; k < exits.size(); ++k) {
-      const pair_exit& e = *exits[k];
-      if (!values.contains(e.pair)) values.emplace(e.pair, pair_values(e.pair));
+    const auto exit = [&](int k) -> const pair_exit& { return m_.exits[static_cast<std::size_t>(k)]; };
+    for (int k : p.exits) p.width_known = std::max(p.width_known, width_known(exit(k)));
+    for (int k : p.exits)
+      if (width_known(exit(k)) == 0) p.width_known = 0;
+    for (int k : p.exits) {
+      const pair_exit& e = exit(k);
+      if (!values.contains(e.pair)) p.values.push_back(values.emplace(e.pair, pair_values(e.pair)).first->second);
       const Func& v = values.at(e.pair);
-      p.values.push_back(v);
-      const RDom c(0, other_rows, "contracted_" + kind);
-      // Tile t of the other kind against this pass's own tile.
-      const Expr q0 = (rows ? Expr(p.tile) : Expr(t)) * tq_, k0 = (rows ? Expr(t) : Expr(p.tile)) * tk_;
-      const Expr q = rows ? q0 + p.i : q0 + c.x, kv = rows ? k0 + c.x : k0 + p.i;
+      const RDom c(0, e.rows ? tk_ : tq_, "contracted");
+      const Expr q0 = qt * tq_, k0 = kt * tk_;
+      const Expr q = e.rows ? q0 + p.i : q0 + c.x, kv = e.rows ? k0 + c.x : k0 + p.i;
       std::vector<Expr> pair_at = lead_row_major();
       pair_at.insert(pair_at.end(), {q, kv});
       const Expr x = v(s_.args_of(s_.g.at(e.pair), pair_at));
-      const Expr y = other_value(e, rows ? kv : q, p.d, p.width_known);
-      Func product("backward_product_" + kind + std::to_string(s_.count++));
-      const std::vector<Expr> at = tile_args({p.d, p.i, t, p.tile});
+      const Expr y = other_value(e, e.rows ? kv : q, p.d, p.width_known);
+      Func product("backward_product" + std::to_string(s_.count++));
+      const std::vector<Expr> at = tile_args({p.d, p.i, kt, qt});
       product(at) = 0.0f;
       Func finite;
       if (s_.g.at(e.node).param == static_cast<int>(ir::product_kind::weighted)) {
@@ -197,33 +183,95 @@ class builder {
       p.finite.push_back(finite);
       p.products.push_back(product);
       p.contracted.push_back(c);
-      const Expr old = exits.size() == 1 ? Expr(p.acc(acc_at)) : p.acc(acc_at)[static_cast<int>(k)];
-      next.push_back(old + product(tile_args({p.d, p.i, p.r.x, p.tile})));
     }
-    if (next.size() == 1) p.acc(acc_at) = next.front();
-    else p.acc(acc_at) = Tuple(next);
+  }
+
+  // Runs define(p) with p's tile context: its pair nodes per tile, one Func each, keys unclamped.
+  template <class Define>
+  void in_tiles(backward_pass& p, const Define& define) {
+    std::map<int, Func> per_tile;
+    const auto saved = std::tuple(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped);
+    std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) =
+        std::tuple(&p.pairwise, &w_, &per_tile, false);
+    define();
     std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) = saved;
   }
 
-  // Each exit node's Func: its pass's sums, read at (d, row % tile, row / tile).
-  void define_exits() {
+  // by_query or by_key: a Tuple of the pass's exits per own tile, summed over the other kind's tiles.
+  void define_pass(backward_order order) {
+    backward_pass p;
+    p.order = order;
+    const bool rows = order == backward_order::by_query;
+    for (int k = 0; k < static_cast<int>(m_.exits.size()); ++k)
+      if (m_.exits[static_cast<std::size_t>(k)].rows == rows) p.exits.push_back(k);
+    if (p.exits.empty()) return;
+    p.tile_rows = rows ? tq_ : tk_;
+    p.r = RDom(0, rows ? (nk_ + tk_ - 1) / tk_ : (nq_ + tq_ - 1) / tq_, rows ? "key_tiles" : "query_tiles");
+    p.r.where(rows ? kept(p.tile, p.r.x) : kept(p.r.x, p.tile));
+    const Var kt("kt"), qt("qt");
+    in_tiles(p, [&] { define_products(p, kt, qt); });
+    const std::vector<Expr> acc_at = tile_args({p.d, p.i, p.tile});
+    p.acc = Func(std::string(rows ? "backward_by_query" : "backward_by_key") + std::to_string(s_.count++));
+    const std::size_t n = p.exits.size();
+    std::vector<Expr> zeros(n, 0.0f), next;
+    if (n == 1) p.acc(acc_at) = zeros.front();
+    else p.acc(acc_at) = Tuple(zeros);
+    const std::vector<Expr> tile_at = tile_args({p.d, p.i, rows ? Expr(p.r.x) : Expr(p.tile), rows ? Expr(p.tile) : Expr(p.r.x)});
+    for (std::size_t k = 0; k < n; ++k) {
+      const Expr old = n == 1 ? Expr(p.acc(acc_at)) : p.acc(acc_at)[static_cast<int>(k)];
+      next.push_back(old + p.products[k](tile_at));
+    }
+    if (n == 1) p.acc(acc_at) = next.front();
+    else p.acc(acc_at) = Tuple(next);
+    b_.passes.push_back(std::move(p));
+  }
+
+  // sweep: every (query tile, key tile) once, in order, its products added to each exit's rows.
+  void define_sweep() {
+    backward_pass p;
+    p.order = backward_order::sweep;
+    for (int k = 0; k < static_cast<int>(m_.exits.size()); ++k) p.exits.push_back(k);
+    p.tile_rows = tq_;  // square tiles (tq_ == tk_)
+    const Expr exits = static_cast<int>(m_.exits.size());
+    p.r = RDom({{0, tq_}, {0, exits}, {0, (nk_ + tk_ - 1) / tk_}, {0, (nq_ + tq_ - 1) / tq_}}, "sweep");
+    const RVar row = p.r[0], exit = p.r[1], kt = p.r[2], qt = p.r[3];
+    std::vector<Expr> rows_of, inside;
     for (const pair_exit& e : m_.exits) {
-      backward_pass& p = e.rows ? b_.by_query : b_.by_key;
-      int slot = 0, count = 0;
-      for (const pair_exit& other : m_.exits)
-        if (other.rows == e.rows) {
-          if (&other == &e) slot = count;
-          ++count;
-        }
+      rows_of.push_back(e.rows ? qt * tq_ + row : kt * tk_ + row);
+      inside.push_back(e.rows ? qt * tq_ + row < nq_ : kt * tk_ + row < nk_);
+    }
+    p.r.where(kept(qt, kt) && mux(exit, inside));
+    const Var kv_tile("kt"), q_tile("qt");
+    in_tiles(p, [&] { define_products(p, kv_tile, q_tile); });
+    p.acc = Func("backward_sweep" + std::to_string(s_.count++));
+    p.acc(tile_args({p.d, p.i, p.tile})) = 0.0f;
+    std::vector<Expr> contributions;
+    for (const Func& product : p.products) contributions.push_back(product(tile_args({p.d, row, kt, qt})));
+    const std::vector<Expr> at = tile_args({p.d, mux(exit, rows_of), exit});
+    p.acc(at) = p.acc(at) + mux(exit, contributions);
+    b_.passes.push_back(std::move(p));
+  }
+
+  // Each exit node's Func: its sums, read at (d, row % tile, row / tile) (a sweep: (d, row, exit)).
+  void define_exits() {
+    for (int k = 0; k < static_cast<int>(m_.exits.size()); ++k) {
+      const pair_exit& e = m_.exits[static_cast<std::size_t>(k)];
+      const backward_pass* pass = nullptr;
+      int slot = 0;
+      for (const backward_pass& p : b_.passes)
+        for (std::size_t j = 0; j < p.exits.size(); ++j)
+          if (p.exits[j] == k) pass = &p, slot = static_cast<int>(j);
       const ir::node& n = s_.g.at(e.node);
       auto [f, vars] = s_.new_func("exit", n);
       const std::vector<Expr> at = as_exprs(vars);
       const std::size_t r = at.size();
       const Expr row = e.other_left ? at[r - 1] : at[r - 2], d = e.other_left ? at[r - 2] : at[r - 1];
-      std::vector<Expr> a{d, row % p.tile_rows, row / p.tile_rows};
-      for (std::size_t k = r - 2; k-- > 0;) a.push_back(at[k]);
+      const bool sweep = pass->order == backward_order::sweep;
+      const int tile = e.rows ? tq_ : tk_;
+      std::vector<Expr> a = sweep ? std::vector<Expr>{d, row, slot} : std::vector<Expr>{d, row % tile, row / tile};
+      for (std::size_t j = r - 2; j-- > 0;) a.push_back(at[j]);
       if (b_.batched) a.push_back(s_.batch);
-      f(s_.args_of(n, at)) = count == 1 ? Expr(p.acc(a)) : p.acc(a)[slot];
+      f(s_.args_of(n, at)) = sweep || pass->exits.size() == 1 ? Expr(pass->acc(a)) : pass->acc(a)[slot];
       s_.funcs.emplace(e.node, f);
       b_.exits.push_back(f);
     }
@@ -236,6 +284,7 @@ class builder {
   backward_funcs b_;
   Expr nq_, nk_;
   int tq_ = 0, tk_ = 0;
+  bool sweep_ = false;
   Func lse_;
 };
 

@@ -2,13 +2,11 @@
 // The fused backward of an attention (backward_pattern.hpp), FlashAttention-2's algorithm generic
 // over the score and the mask: the pair nodes (scores, P = exp(S - lse), dP = dO·Vᵀ, dS and what
 // the masks and modifiers make of it) are computed tile by tile by the generic rules, never
-// stored whole, and summed into the exits in two passes:
-//   by queries: per query tile, the key tiles in order: the row exits (dQ' = dS·K');
-//   by keys:    per key tile, the query tiles in order: the column exits (dV = Pᵀ·dO, dK').
-// Each pass recomputes the tiles it needs (no atomics, no T×T buffer): the same gradients,
-// bitwise, for any thread count. The forward's output and log-sum-exp come from its fused
-// kernel in the same pipeline; softmax's row term Σ_k P·dP is rowsum(dO ∘ O). Tiles that the
-// mask removes entirely are skipped (mask_bounds.hpp), in both passes.
+// stored whole, and summed into the exits (row exits: dQ' = dS·K'; column exits: dV = Pᵀ·dO,
+// dK' = dSᵀ·Q') in a fixed order (backward_order): no atomics and no T×T buffer, the same
+// gradients, bitwise, for any thread count. The forward's output and log-sum-exp come from its
+// fused kernel in the same pipeline; softmax's row term Σ_k P·dP is rowsum(dO ∘ O). Tiles that the
+// mask removes entirely are skipped (mask_bounds.hpp).
 #include <vector>
 #include <Halide.h>
 #include "generators/fused/backward_pattern.hpp"
@@ -19,29 +17,41 @@ namespace attn::gen {
 class generic_lowering;
 struct lowering_state;
 
-// One pass: the sums of its exits over the other tiles, per tile of its own.
+// How the exits' sums run. by_query: per query tile (parallel), the key tiles in order: the row
+// exits. by_key: per key tile (parallel), the query tiles in order: the column exits. Each of those
+// two recomputes its tiles. sweep: per lead dims and batch item (parallel), every (query tile, key
+// tile) in order, each computed once and added to both kinds of exits (as PyTorch's CPU backward:
+// fewer products, parallel over heads only).
+enum class backward_order { by_query, by_key, sweep };
+
 struct backward_pass {
-  bool rows = false;  // by queries (row exits) or by keys (column exits)
-  // Tuple, one element per exit of the pass: (d, i, tile, lead innermost first..., batch), i the
-  // query (row pass) or key within the tile; updated once per tile of the other kind, in order.
+  backward_order order = backward_order::by_query;
+  // The sums, one element per exit of the pass. by_query, by_key: a Tuple over (d, i, tile, lead
+  // innermost first..., batch), i the query or key within the pass's own tile, updated once per
+  // tile of the other kind (r.x). sweep: (d, row, exit, lead..., batch), updated per (query tile,
+  // key tile) (r[3], r[2]), for each exit (r[1]) and row of the tile (r[0]).
   Halide::Func acc;
-  Halide::RDom r;  // over the other kind's tiles
+  Halide::RDom r;
   Halide::Var d{"d"}, i{"i"}, tile{"tile"};
-  int tile_rows = 0;    // queries or keys per own tile
   int width_known = 0;  // the exits' widest d if every width is known when compiling, else 0
-  // Computed per (tile, r): the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
-  // queries and keys), then each exit's product of them with its other operand, (d, i, t, tile, lead..., batch).
+  std::vector<int> exits;  // backward_match::exits' indices, in the order of the sums
+  // Computed per tile: the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
+  // queries and keys), then each exit's product of them with its other operand, (d, i, kt, qt,
+  // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits).
   std::vector<Halide::Func> values, products;
   std::vector<Halide::RDom> contracted;  // each product's reduction over the tile's other dim
   std::vector<Halide::Func> finite;      // weighted exits: () the other operand is all finite; else undefined
   std::vector<stage> pairwise;           // per-tile Funcs of the pair nodes (products, stored copies, P)
+  int tile_rows = 0;                     // rows of a product: the tile of its exits' kind (sweep: both)
+  Halide::RVar tile_loop() const { return order == backward_order::sweep ? r[2] : r.x; }  // the tiles are computed inside it
 };
 
 struct backward_funcs {
-  backward_pass by_query, by_key;
-  std::vector<Halide::Var> lead;  // innermost first
+  std::vector<backward_pass> passes;  // by_query and by_key, or one sweep
+  std::vector<Halide::Var> lead;      // innermost first
   Halide::Var batch;
   bool batched = false;
+  int q_tile = 0, kv_tile = 0;
   Halide::Func row_dot;  // rowsum(dO ∘ O), as the node's Func
   std::vector<Halide::Func> exits;  // the exit nodes' Funcs, read off the passes
 };

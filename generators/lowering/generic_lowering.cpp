@@ -335,23 +335,39 @@ RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vec
   return k;
 }
 
-// () true when every element of node i is finite: the largest exponent field below all ones.
+// () true when every element of node i is finite: the largest exponent field below all ones. In
+// two steps: per element of the innermost dim, the largest over every other index (a stage of its
+// own, vectors of the innermost dim, the other dims walked innermost first), then across that dim.
 Func generic_lowering::all_finite(int i) {
   const ir::node& x = s_.g.at(i);
-  Region all;
-  for (const ir::dim& d : x.shape) all.emplace_back(0, s_.extent(d.name, d.size));
-  if (x.batched) all.emplace_back(0, s_.batch_extent());
   Func finite("all_finite" + std::to_string(s_.count++));
-  if (all.empty()) {
+  if (x.shape.empty() && !x.batched) {
     finite() = exponent_field(value(i, {}, {})) < Expr(exponent_of_nonfinite);
     return finite;
   }
-  RDom r(all, "element");
-  std::vector<Expr> at;
-  for (std::size_t k = 0; k < x.shape.size(); ++k) at.push_back(r[static_cast<int>(k)]);
-  Expr e = exponent_field(value(i, at, {}));
-  if (x.batched) e = Internal::substitute(s_.batch.name(), r[static_cast<int>(x.shape.size())], e);
-  finite() = maximum(e) < Expr(exponent_of_nonfinite);
+  const std::size_t rank = x.shape.size();
+  Region others;  // the dims before the innermost, innermost first, then the batch
+  for (std::size_t k = rank > 0 ? rank - 1 : 0; k-- > 0;) others.emplace_back(0, s_.extent(x.shape[k].name, x.shape[k].size));
+  if (x.batched) others.emplace_back(0, s_.batch_extent());
+  const Var d("d");
+  std::vector<Expr> at(rank);
+  if (rank > 0) at.back() = d;
+  Func exponents("exponents" + std::to_string(s_.count++));
+  exponents(d) = cast<std::uint32_t>(0);
+  if (others.empty()) {
+    exponents(d) = max(exponents(d), exponent_field(value(i, at, {})));
+  } else {
+    const RDom r(others, "element");
+    for (std::size_t k = 0; k + 1 < rank; ++k) at[k] = r[static_cast<int>(rank - 2 - k)];
+    Expr e = exponent_field(value(i, at, {}));
+    if (x.batched) e = Internal::substitute(s_.batch.name(), r[static_cast<int>(others.size() - 1)], e);
+    exponents(d) = max(exponents(d), e);
+  }
+  const Expr columns = rank > 0 ? s_.extent(x.shape.back().name, x.shape.back().size) : Expr(1);
+  const RDom c(0, columns, "column");
+  finite() = maximum(exponents(c)) < Expr(exponent_of_nonfinite);
+  const std::int64_t known = rank > 0 ? s_.static_extents(x).front() : 1;
+  s_.out.stages.push_back({exponents, {d}, stage::sum, {}, {}, {}, {}, {known}, {}});
   return finite;
 }
 

@@ -10,7 +10,7 @@ struct stage {
   Halide::Func func;
   std::vector<Halide::Var> vars;  // innermost first, batch last
   // row_reduction: a value per softmax row from row_max and row_sum, computed per row (the log-sum-exp).
-  // sum: a sum over an RDom (update) into each element; scatter: a sum into elements the
+  // sum: a reduction (a sum, a maximum) over an RDom (update) into each element; scatter: a sum into elements the
   // data picks (gather's adjoint), one serial pass so that its order is fixed.
   enum kind_t { product, softmax_row, layout, row_reduction, sum, scatter } kind;
   Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
