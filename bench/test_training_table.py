@@ -33,7 +33,8 @@ def attnforge(seconds, errors=(), load=1.0):
                 continue
             benchmarks.append({"name": f"{name}/{part}/real_time", "run_name": f"{name}/{part}/real_time",
                                "run_type": "iteration", "real_time": t * 1e3, "time_unit": "ms",
-                               "label": "forward path=fused attention=softmax(score)·V"})
+                               "label": "forward path=fused attention=softmax(score)·V; "
+                                        "backward path=fused backward=softmax(score)·V"})
     for name, part, message in errors:
         benchmarks.append({"name": f"{name}/{part}/real_time", "run_name": f"{name}/{part}/real_time",
                            "run_type": "iteration", "error_occurred": True, "error_message": message,
@@ -66,7 +67,7 @@ class TrainingTable(unittest.TestCase):
         text = training_table.table(reports, peer_reports)
         full = row_of(text, "full T=1024 Dh=64")
         self.assertEqual(full[1:5], ["10.0", "40.0", f"{0.040 / 0.010:.2f}", "55.0"])  # each part's faster round
-        self.assertEqual(full[5:10], ["100.0", "SDPA", f"{0.100 / 0.055:.2f}", "failed", "fused"])
+        self.assertEqual(full[5:10], ["100.0", "SDPA", f"{0.100 / 0.055:.2f}", "failed", "fused; fused"])
         t5 = row_of(text, "t5_bias T=1024 Dh=64")
         self.assertEqual(t5[5:8], ["300.0", "eager", f"{0.300 / 0.110:.2f}"])
         causal = row_of(text, "causal T=4096 Dh=64")

@@ -1,9 +1,10 @@
 // Speed of a training step of JIT-compiled attention on this CPU, case by case, in three parts:
 //   <case>/T:<T>/Dh:<Dh>/forward   attn::jit(y, {.with_lse = true}): the default path (the fused kernel
-//                                  for attention; the label, kernel.compiled().describe(), says which
-//                                  ran), with each row's log-sum-exp, which a training step saves
+//                                  for attention), with each row's log-sum-exp, which a training step saves
 //   <case>/T:<T>/Dh:<Dh>/backward  attn::jit_gradients(y) called with dY and the forward's tensors:
-//                                  the gradient of every float tensor (generic lowering, T × T intermediates)
+//                                  the gradient of every float tensor (the fused backward where it covers
+//                                  the expression, else the generic one; the label, both kernels'
+//                                  describe(), says which ran)
 //   <case>/T:<T>/Dh:<Dh>/step      the forward, then the backward
 // Each call allocates what it returns (the output and log-sum-exp, the gradients), as a training
 // framework's step does. Cases (H = 8 heads, batch 1, float32, q, k, v of shape (1, H, T, Dh), dY
@@ -128,7 +129,7 @@ void run(benchmark::State& state, const E& expr, part p, const case_tensors& c, 
     };
     call();  // before timing: checks the memory budget, warms the caches
     for (auto _ : state) call();
-    state.SetLabel("forward " + k.forward.compiled().describe());
+    state.SetLabel("forward " + k.forward.compiled().describe() + "; backward " + k.backward.describe());
   } catch (const attn::memory_error& e) {  // the generic backward's T × T intermediates past the budget
     state.SkipWithError((std::string("memory_error: ") + e.what()).c_str());
   } catch (const std::exception& e) {  // one case that cannot compile or run must not stop the others

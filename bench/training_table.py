@@ -77,7 +77,7 @@ def table(reports, peer_reports, command="bash scripts/training_bench.sh"):
         + load_text(reports),
         "",
         "| case | attnforge forward ms | attnforge backward ms | backward/forward | attnforge fwd+bwd ms "
-        "| PyTorch fwd+bwd ms | PyTorch runs | speedup | Flex fwd+bwd ms | forward path |",
+        "| PyTorch fwd+bwd ms | PyTorch runs | speedup | Flex fwd+bwd ms | paths (forward; backward) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
@@ -108,10 +108,10 @@ def table(reports, peer_reports, command="bash scripts/training_bench.sh"):
             "failed" if flex_row and flex_row["note"] else "—"
         torch_cell = ms(torch_seconds) if torch_seconds is not None else \
             "failed" if peer_rows.get((name, "autograd")) else "—"
-        path = re.search(r"path=(\S+)", runs[(name, "forward")][1]) if (name, "forward") in runs else None
+        paths = re.findall(r"path=(\S+)", runs[(name, "forward")][1]) if (name, "forward") in runs else []
         cells += [torch_cell, pytorch_runs(variant),
                   compare_table.fmt(torch_seconds / step if torch_seconds and step else None, 2), flex_cell,
-                  path.group(1) if path else "—"]
+                  "; ".join(paths) if paths else "—"]
         lines.append(f"| {variant} T={t} Dh={dh} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -119,9 +119,10 @@ def table(reports, peer_reports, command="bash scripts/training_bench.sh"):
         "of the calls (PyTorch)" +
         (f", each case's best of {rounds} rounds (scripts/training_bench.sh: attnforge and PyTorch "
          "alternate, one case at a time)" if rounds > 1 else "") + ". attnforge: the forward is "
-        "`attn::jit(y, {.with_lse = true})` (the fused kernel; forward path: what it ran), the backward "
-        "`attn::jit_gradients(y)` called with dY and the forward's tensors (the generic lowering, T × T "
-        "intermediates), fwd+bwd the two in a row, each call allocating its results. PyTorch: the forward, "
+        "`attn::jit(y, {.with_lse = true})` (the fused kernel), the backward `attn::jit_gradients(y)` called "
+        "with dY and the forward's tensors (fused where it covers the expression, the generic lowering with "
+        "T × T intermediates otherwise; paths: what each ran), fwd+bwd the two in a row, each call "
+        "allocating its results. PyTorch: the forward, "
         "then `backward(dY)` into q, k, v (and the T5 table) that require gradients: SDPA for full and "
         "causal, eager ops (scores, modifier, mask, softmax, ·V) for the others. Speedup: PyTorch's "
         "fwd+bwd time over attnforge's; above 1, attnforge is faster. Flex: FlexAttention under "
