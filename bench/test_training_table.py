@@ -112,25 +112,28 @@ class TrainingTable(unittest.TestCase):
 
     @unittest.skipUnless(os.environ.get("TRAINING_BENCH"), "TRAINING_BENCH names no training_bench")
     def test_real_run_through_the_table(self):
-        """causal, Dh = 64, at T = 64 and 512 under a budget of 4 MiB: the backward at T = 512 (8 MiB
-        per T × T intermediate) is past it, the forward is not."""
+        """causal and the T5 table, Dh = 64, at T = 64 and 512 under a budget of 4 MiB: causal's backward
+        is fused; the T5 table's gradient takes the generic backward, whose T × T intermediates at
+        T = 512 (8 MiB each) are past the budget, while its forward is not."""
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "run.json")
             env = dict(os.environ, ATTN_MEMORY_BUDGET=str(4 << 20), HL_NUM_THREADS="2")
-            run = subprocess.run([os.environ["TRAINING_BENCH"], "--lengths=64,512", "--benchmark_filter=^causal/T:(64|512)/Dh:64/",
+            run = subprocess.run([os.environ["TRAINING_BENCH"], "--lengths=64,512",
+                                  "--benchmark_filter=^(causal/T:64|t5_bias/T:(64|512))/Dh:64/",
                                   "--benchmark_min_time=0.01", f"--benchmark_out={out}", "--benchmark_out_format=json"],
                                  capture_output=True, text=True, env=env)
             self.assertEqual(run.returncode, 0, run.stderr)
             run = subprocess.run([sys.executable, os.path.join(BENCH, "training_table.py"), out], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
-        small, large = row_of(run.stdout, "causal T=64 Dh=64"), row_of(run.stdout, "causal T=512 Dh=64")
-        for cell in small[1:5]:
+        causal = row_of(run.stdout, "causal T=64 Dh=64")
+        small, large = row_of(run.stdout, "t5_bias T=64 Dh=64"), row_of(run.stdout, "t5_bias T=512 Dh=64")
+        for cell in causal[1:5] + small[1:5]:
             self.assertGreater(float(cell), 0)
-        self.assertEqual(small[9], "fused")
+        self.assertEqual(causal[9], "fused; fused")
+        self.assertEqual(small[9], "fused; generic")
         self.assertGreater(float(large[1]), 0)
         self.assertEqual([large[2], large[4]], ["out of memory budget"] * 2)
-        self.assertIn(f"- attnforge {cases.name('causal', 512, 64)} backward: memory_error: ", run.stdout)
-
+        self.assertIn(f"- attnforge {cases.name('t5_bias', 512, 64)} backward: memory_error: ", run.stdout)
 
 if __name__ == "__main__":
     unittest.main()

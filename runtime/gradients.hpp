@@ -83,8 +83,8 @@ class gradient_kernel {
   std::shared_ptr<const compiled_kernel> k_;
 };
 
-// On a CPU, an attention's backward is fused (FlashAttention-2's two passes, no Nq × Nk buffer)
-// where its pairs' gradients leave the tiles through products only (docs/gradients.md); otherwise,
+// On a CPU, an attention's backward is fused (FlashAttention-2's tiles, no Nq × Nk buffer) where
+// its pairs' gradients leave the tiles through products only (docs/gradients.md); otherwise,
 // and with path = generic, the generic lowering computes every gradient. path = fused refuses an
 // expression the fused backward does not cover. with_weights and with_lse do not apply.
 template <dsl::well_shaped_expression E>

@@ -11,7 +11,9 @@
 // ReLU attention, Bahdanau, queries that see no key. On sizes up to 7, central differences of the
 // double reference confirm the reference itself and attnforge. Also: a masked key's K and V rows
 // get exactly 0, NaN there changes no gradient bit, a fully masked query gets exactly 0; the same
-// call twice gives the same bits; the errors of jit_gradients and of a gradient call.
+// call twice gives the same bits; the errors of jit_gradients and of a gradient call. The variants
+// the fused backward covers run it here (the default on a CPU); it is also compared with the
+// generic backward (sweep and two passes, sizes up to 1000).
 //
 // Tolerance, per gradient tensor (all batch items together), with ref64 the double AD gradient and
 // naive32 the same AD in float (ad::basic_var<float>: the reference's float forward, swept back in
