@@ -10,9 +10,12 @@
 // of a derived Halide pipeline.
 //
 // The graph keeps the forward's nodes (same indices) and appends the adjoints. Its terminals are
-// the forward's, then `d_output` (dY, shaped like y); its outputs (root, then more_outputs) are
-// the gradients of the float terminals in call order, each shaped like its tensor (a weight's
-// gradient is summed over the batch).
+// the forward's, then `d_output` (dY, shaped like y), then, where the forward has exactly one
+// softmax, what the forward saved: `output` (y) and `lse` (the softmax's log-sum-exp per row,
+// shaped like the softmax without its key axis). The saved tensors are read by a lowering that
+// can use them (the fused backward: P from the lse, rowsum(dY ∘ y)) and ignored by one that
+// recomputes. Its outputs (root, then more_outputs) are the gradients of the forward's float
+// tensors in call order, each shaped like its tensor (a weight's gradient is summed over the batch).
 //
 // Non-differentiable points follow PyTorch: relu'(0) = 0, abs'(0) = 0, min/max split a tie's
 // gradient evenly, comparisons, logical ops and floor division pass none, gather's indices none.
@@ -27,8 +30,11 @@
 
 namespace attn::ir {
 
-// The output's gradient dY in a gradient graph's call: the last tensor, after the forward's.
+// The output's gradient dY in a gradient graph's call: the first tensor after the forward's.
 inline constexpr std::string_view output_gradient_name = "d_output";
+// What the forward saved, after dY (for a forward with exactly one softmax).
+inline constexpr std::string_view saved_output_name = "output";
+inline constexpr std::string_view saved_lse_name = "lse";
 
 namespace detail {
 
@@ -54,10 +60,15 @@ class differentiator {
   }
 
   graph run() {
-    for (int t : f_.terminals)
-      if (f_.at(t).name == output_gradient_name)
-        throw std::invalid_argument("gradient: a tensor is named '" + std::string(output_gradient_name) +
-                                    "', the name of the output's gradient; rename it");
+    const bool saves = normalising_nodes(f_).size() == 1;
+    for (int t : f_.terminals) {
+      const std::string_view name = f_.at(t).name;
+      if (name == output_gradient_name || (saves && (name == saved_output_name || name == saved_lse_name)))
+        throw std::invalid_argument("gradient: a tensor is named '" + std::string(name) +
+                                    "', a name the gradient's call gives to " +
+                                    (name == output_gradient_name ? "the output's gradient" : "what the forward saved") +
+                                    "; rename it");
+    }
     node dy;
     dy.kind = op::input;
     dy.shape = f_.output().shape;
@@ -72,6 +83,21 @@ class differentiator {
       if (f_.at(t).kind != op::int_input) outputs.push_back(pending_[static_cast<std::size_t>(t)].empty() ? zeros(t) : adjoint(t));
     if (outputs.empty()) throw std::invalid_argument("gradient: the expression reads no float tensor");
     g_.terminals.push_back(d_output);
+    if (saves) {
+      node y;
+      y.kind = op::input;
+      y.shape = f_.output().shape;
+      y.batched = f_.output().batched;
+      y.name = saved_output_name;
+      g_.terminals.push_back(add(y));
+      node lse;
+      lse.kind = op::input;
+      lse.shape = f_.at(normalising_nodes(f_).front()).shape;
+      lse.shape.pop_back();
+      lse.batched = f_.at(normalising_nodes(f_).front()).batched;
+      lse.name = saved_lse_name;
+      g_.terminals.push_back(add(lse));
+    }
     g_.root = outputs.front();
     g_.more_outputs.assign(outputs.begin() + 1, outputs.end());
     return std::move(g_);
@@ -334,9 +360,23 @@ class differentiator {
 
 }  // namespace detail
 
-// Is g a gradient graph (its last tensor the output's gradient)?
-constexpr bool is_gradient(const graph& g) {
-  return !g.terminals.empty() && g.at(g.terminals.back()).name == output_gradient_name;
+// The position of the output's gradient among g's terminals, or -1 (g is not a gradient graph).
+constexpr int output_gradient_position(const graph& g) {
+  for (std::size_t k = 0; k < g.terminals.size(); ++k)
+    if (g.at(g.terminals[k]).name == output_gradient_name && g.at(g.terminals[k]).kind == op::input) return static_cast<int>(k);
+  return -1;
+}
+
+// Is g a gradient graph (dY among its tensors)?
+constexpr bool is_gradient(const graph& g) { return output_gradient_position(g) >= 0; }
+
+// A tensor the forward saved (saved_output_name, saved_lse_name) in a gradient graph, or -1.
+constexpr int saved_tensor(const graph& g, std::string_view name) {
+  const int dy = output_gradient_position(g);
+  if (dy < 0) return -1;
+  for (std::size_t k = static_cast<std::size_t>(dy) + 1; k < g.terminals.size(); ++k)
+    if (g.at(g.terminals[k]).name == name) return g.terminals[k];
+  return -1;
 }
 
 // The gradient graph of f (see above). Throws std::invalid_argument where f cannot be

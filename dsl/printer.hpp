@@ -134,9 +134,10 @@ inline std::string multi_output_text(const ir::graph& g) {
   }
   std::vector<int> outputs = g.outputs();
   std::size_t next = 0;
-  for (int t : g.terminals) {
-    const ir::node& n = g.at(t);
-    if (n.kind == ir::op::int_input || n.name == ir::output_gradient_name || next == outputs.size()) continue;
+  const int dy = ir::output_gradient_position(g);
+  for (std::size_t k = 0; k < (dy < 0 ? g.terminals.size() : static_cast<std::size_t>(dy)); ++k) {
+    const ir::node& n = g.at(g.terminals[k]);
+    if (n.kind == ir::op::int_input || next == outputs.size()) continue;
     text += "d_" + std::string(n.name) + " = " + print(g, outputs[next++], &names).text + "\n";
   }
   return text;

@@ -23,12 +23,13 @@ int main() {
   auto Q = examples::random_tensor({2, 5, 8}, 1), K = examples::random_tensor({2, 5, 8}, 2), V = examples::random_tensor({2, 5, 8}, 3),
        B = examples::random_tensor({9, 2}, 4), dY = examples::random_tensor({2, 5, 8}, 5);
   // [snippet: gradients]
-  auto grad = attn::jit_gradients(y);          // compiled once, like attn::jit(y)
-  attn::gradients d = grad(dY, Q, K, V, B);    // dY, then the forward's tensors
-  const attn::tensor<float>& d_bias = d["bias"];  // d(Σ dY∘y)/d(bias), shaped like bias
-  std::puts(to_string(grad.graph()).c_str());  // the gradient expression
+  auto forward = attn::jit(y, {.with_lse = true});  // the output and each row's log-sum-exp
+  auto grad = attn::jit_gradients(y);               // compiled once, like attn::jit(y)
+  attn::outputs o = forward.run(Q, K, V, B);        // the forward pass of a training step
+  attn::gradients d = grad(dY, attn::saved{o.output, o.lse}, Q, K, V, B);  // dY, what it saved, its tensors
+  const attn::tensor<float>& d_bias = d["bias"];    // d(Σ dY∘y)/d(bias), shaped like bias
+  std::puts(to_string(grad.graph()).c_str());       // the gradient expression
   // [end snippet]
-  const auto forward = attn::jit(y);
   auto loss = [&] {  // Σ dY∘y, in double
     const auto out = forward(Q, K, V, B);
     double s = 0;

@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
 
   // The forward pass and its backward pass: each compiled once, then called every step.
   const auto compiling = std::chrono::steady_clock::now();
-  const auto forward = attn::jit(logits);
+  const auto forward = attn::jit(logits, {.with_lse = true});  // the log-sum-exp: saved for the backward
   const auto backward = attn::jit_gradients(logits);
   std::printf("compiled the forward and backward passes in %.1f s\n\n", seconds_since(compiling));
 
@@ -159,11 +159,13 @@ int main(int argc, char** argv) {
   for (int step = 1; step <= steps; ++step) {
     // [snippet: step]
     const sequences s = random_sequences(rng);
-    const attn::tensor<float> y = run(forward, s).output;  // (batch, T, V): every query of every sequence at once
-    const loss_and_gradient l = cross_entropy(y, s);
-    // dLoss/dW for every weight (summed over the batch), from dLoss/dlogits and the forward's tensors.
-    const attn::gradients d = backward(l.d_logits, {{"x", s.one_hot}, {"wq", weight("wq")}, {"wk", weight("wk")},
-                                                    {"bias", weight("bias")}, {"wv", weight("wv")}, {"wo", weight("wo")}});
+    const attn::outputs y = run(forward, s);  // (batch, T, V): every query of every sequence at once
+    const loss_and_gradient l = cross_entropy(y.output, s);
+    // dLoss/dW for every weight (summed over the batch), from dLoss/dlogits, what the forward saved
+    // and its tensors.
+    const attn::gradients d = backward(l.d_logits, attn::saved{y.output, y.lse},
+                                       {{"x", s.one_hot}, {"wq", weight("wq")}, {"wk", weight("wk")}, {"bias", weight("bias")},
+                                        {"wv", weight("wv")}, {"wo", weight("wo")}});
     // [end snippet]
     if (step == 1)  // for test_lessons to check the gradients against its own
       out.record["first_step"] = {{"ids", s.ids}, {"weights", to_json(params)}, {"loss", l.loss}, {"gradients", to_json(d)}};

@@ -20,6 +20,10 @@ lowered lower_fitted(const ir::graph& g, const bound_dims& bound, const lowering
     band = std::max(band, f.band);
     diagonal = diagonal || f.diagonal;
   }
+  for (const backward_funcs& b : l.backward) {
+    band = std::max(band, b.band);
+    diagonal = diagonal || b.diagonal;
+  }
   // The GPU schedules are fitted to bands only (query tiles along a diagonal not measured there).
   if (options.gpu && options.default_tiles) {
     used.gpu = banded(*options.gpu, band);

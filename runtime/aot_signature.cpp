@@ -29,14 +29,20 @@ std::vector<aot_tensor> aot_signature(const ir::graph& g, const aot::options& o)
   const dim_sizes bound = checked_bindings(g, o.bind);
   std::vector<aot_tensor> s;
   for (int t : g.terminals) s.push_back(tensor_of(g.at(t), std::string(g.at(t).name), false, bound));
-  if (ir::is_gradient(g)) {  // d_<name> for each float tensor, in order (the graph's outputs)
+  if (const int dy = ir::output_gradient_position(g); dy >= 0) {
+    s[static_cast<std::size_t>(dy)].note = "the output's gradient";
+    for (std::size_t k = static_cast<std::size_t>(dy) + 1; k < s.size(); ++k)
+      s[k].note = s[k].name == ir::saved_lse_name ? "the forward's log-sum-exp (its lse output); read by the fused backward"
+                                                  : "the forward's output; read by the fused backward";
+    // d_<name> for each float tensor of the forward, in order (the graph's outputs).
     const std::vector<int> outputs = g.outputs();
     std::size_t next = 0;
-    for (int t : g.terminals)
-      if (g.at(t).kind != ir::op::int_input && g.at(t).name != ir::output_gradient_name) {
-        s.push_back(tensor_of(g.at(outputs[next++]), "d_" + std::string(g.at(t).name), true, bound));
-        s.back().note = "the gradient of " + std::string(g.at(t).name);
-      }
+    for (int k = 0; k < dy; ++k) {
+      const ir::node& t = g.at(g.terminals[static_cast<std::size_t>(k)]);
+      if (t.kind == ir::op::int_input) continue;
+      s.push_back(tensor_of(g.at(outputs[next++]), "d_" + std::string(t.name), true, bound));
+      s.back().note = "the gradient of " + std::string(t.name);
+    }
     return s;
   }
   s.push_back(tensor_of(g.output(), "output", true, bound));

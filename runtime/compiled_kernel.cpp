@@ -1,5 +1,6 @@
 #include "kernel.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -41,6 +42,7 @@ struct compiled_kernel::impl {
   std::string description;  // describe()
   std::string schedule;     // schedule()
   std::vector<int> materialised;  // nodes computed into buffers of their own (the memory budget)
+  std::vector<std::string> read;  // the terminals the pipeline reads, by name
   // An autoscheduler's schedule not yet applied (the kernel came from the disk cache without it):
   // loop_nest() applies it first. Guarded by `listing`.
   std::function<void()> pending_schedule;
@@ -121,6 +123,9 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     results.insert(results.end(), p->lowered.more_outputs.begin(), p->lowered.more_outputs.end());
     p->pipeline = Halide::Pipeline(results);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
+    for (const Halide::Argument& a : p->pipeline.infer_arguments())
+      for (int t : g.terminals)
+        if (a.name == "p_" + std::string(g.at(t).name)) p->read.emplace_back(g.at(t).name);
     // An autoscheduler's search runs only when its kernel is compiled, not when the disk cache has it.
     if (autoscheduler)
       p->pending_schedule = [q = p.get(), name = *autoscheduler] {
@@ -181,6 +186,10 @@ std::vector<std::string> compiled_kernel::parameter_names() const {
   std::vector<std::string> names;
   for (int t : impl_->graph.terminals) names.emplace_back(impl_->graph.at(t).name);
   return names;
+}
+
+bool compiled_kernel::reads(std::string_view parameter) const {
+  return std::find(impl_->read.begin(), impl_->read.end(), parameter) != impl_->read.end();
 }
 
 std::string compiled_kernel::describe() const { return impl_->description; }

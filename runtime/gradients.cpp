@@ -1,8 +1,10 @@
 #include "gradients.hpp"
 
 #include <stdexcept>
+#include "dim_bindings.hpp"
 #include "dsl/gradient.hpp"
 #include "errors.hpp"
+#include "tensor_checks.hpp"
 
 namespace attn {
 
@@ -16,7 +18,7 @@ const tensor<float>& gradients::operator[](std::string_view name) const {
 
 namespace detail {
 
-std::shared_ptr<const compiled_kernel> compile_gradients(const ir::graph& forward, const jit_options& options) {
+std::shared_ptr<const gradient_program> compile_gradients(const ir::graph& forward, const jit_options& options) {
   if (options.with_weights || options.with_lse) throw argument_error("jit_gradients: with_weights and with_lse do not apply");
   ir::graph g;
   try {
@@ -24,7 +26,13 @@ std::shared_ptr<const compiled_kernel> compile_gradients(const ir::graph& forwar
   } catch (const std::invalid_argument& e) {
     throw argument_error(e.what());
   }
-  return compiled_kernel::get(g, options);
+  return std::make_shared<const gradient_program>(gradient_program{compiled_kernel::get(g, options), forward});
+}
+
+std::vector<std::string> forward_parameters(const compiled_kernel& backward) {
+  std::vector<std::string> names = backward.parameter_names();
+  names.resize(static_cast<std::size_t>(ir::output_gradient_position(backward.graph())));
+  return names;
 }
 
 namespace {
@@ -41,15 +49,44 @@ tensor<float> summed_over_batch(const tensor<float>& g) {
   return s;
 }
 
+// What the forward saved, for a call that does not give it: computed by the forward with_lse where
+// the backward reads it; else zeros of its shape (read by nothing, only checked).
+std::vector<tensor<float>> saved_for(const gradient_program& p, std::span<const tensor_view> forward_inputs) {
+  const compiled_kernel& k = *p.backward;
+  if (k.reads(ir::saved_output_name) || k.reads(ir::saved_lse_name)) {
+    jit_options o = k.options();
+    o.with_lse = true;
+    outputs f = compiled_kernel::get(p.forward, o)->run(forward_inputs);
+    return {std::move(f.output), std::move(f.lse)};
+  }
+  const call_shape call = check_inputs(p.forward, forward_inputs, checked_bindings(p.forward, k.options().bind));
+  std::vector<std::int64_t> rows = result_sizes(p.forward.at(ir::normalising_nodes(p.forward).front()), call);
+  rows.pop_back();
+  return {tensor<float>(result_sizes(p.forward.output(), call)), tensor<float>(rows)};
+}
+
 }  // namespace
 
-gradients run_gradients(const compiled_kernel& k, std::span<const tensor_view> inputs) {
-  const ir::graph& g = k.graph();
-  outputs out = k.run(inputs);
+gradients run_gradients(const gradient_program& p, std::span<const tensor_view> inputs, const saved* s) {
+  const ir::graph& g = p.backward->graph();
+  const std::size_t dy = static_cast<std::size_t>(ir::output_gradient_position(g));
+  const bool takes_saved = g.terminals.size() > dy + 1;
+  std::vector<tensor_view> views(inputs.begin(), inputs.end());
+  std::vector<tensor<float>> computed;
+  if (s != nullptr && !takes_saved)
+    throw argument_error("saved: the expression has " + std::to_string(ir::normalising_nodes(p.forward).size()) +
+                         " softmaxes, and a saved log-sum-exp is defined for exactly one; call without saved");
+  if (s != nullptr) {
+    views.insert(views.end(), {s->output, s->lse});
+  } else if (takes_saved) {
+    computed = saved_for(p, inputs.first(dy));
+    for (const tensor<float>& t : computed) views.push_back(t.view());
+  }
+  outputs out = p.backward->run(views);
   std::vector<tensor<float>> values{std::move(out.output)};
   for (tensor<float>& m : out.more) values.push_back(std::move(m));
   gradients d;
-  for (std::size_t i = 0; i + 1 < g.terminals.size(); ++i) {  // the last terminal is dY
+  for (std::size_t i = 0; i < dy; ++i) {
     const ir::node& t = g.at(g.terminals[i]);
     if (t.kind == ir::op::int_input) continue;
     tensor<float>& v = values[d.names.size()];
@@ -61,10 +98,8 @@ gradients run_gradients(const compiled_kernel& k, std::span<const tensor_view> i
   return d;
 }
 
-std::vector<tensor_view> gradient_call(const compiled_kernel& k, const tensor_view& d_output, std::span<const named_tensor> named) {
-  std::vector<std::string> forward = k.parameter_names();
-  forward.pop_back();  // d_output, given apart
-  std::vector<tensor_view> views = in_call_order(forward, named);
+std::vector<tensor_view> gradient_call(const gradient_program& p, const tensor_view& d_output, std::span<const named_tensor> named) {
+  std::vector<tensor_view> views = in_call_order(forward_parameters(*p.backward), named);
   views.push_back(d_output);
   return views;
 }

@@ -1,10 +1,14 @@
 #pragma once
 // attn::jit_gradients(expr [, options]): the backward pass of any expression, derived from it
-// (dsl/gradient.hpp), compiled once, then called with the output's gradient and the forward's
-// tensors:
+// (dsl/gradient.hpp), compiled once, then called with the output's gradient, what the forward
+// saved, and the forward's tensors:
+//   auto forward = attn::jit(y, {.with_lse = true});
 //   auto grad = attn::jit_gradients(y);
-//   attn::gradients d = grad(dy, x, wq, wk, wv);    // or grad(dy, {{"x", x}, {"wq", wq}, ...})
+//   attn::outputs o = forward.run(x, wq, wk, wv);                          // o.output, o.lse
+//   attn::gradients d = grad(dy, attn::saved{o.output, o.lse}, x, wq, wk, wv);
 //   d["wq"], d["x"]                                  // d(sum(dy ∘ y)) / d(tensor)
+// Without `saved` (grad(dy, x, wq, wk, wv), or by name: grad(dy, {{"x", x}, ...})) the call
+// computes them first where the backward reads them: one forward more.
 // One gradient per float tensor the expression reads (inputs, weights, tables read by gather),
 // shaped like it; a weight's is summed over the batch; integer tensors get none.
 #include <array>
@@ -29,14 +33,31 @@ struct gradients {
   std::size_t size() const { return values.size(); }
 };
 
+// What the forward saved for its backward: its output and each row's log-sum-exp (a kernel
+// compiled with_lse gives both: outputs::output, outputs::lse). An expression with exactly one
+// softmax takes them; the fused backward reads P = exp(S - lse) and rowsum(dY ∘ y) from them
+// instead of recomputing the forward (the generic backward checks their shapes and recomputes).
+struct saved {
+  tensor_view output;
+  tensor_view lse;
+};
+
 namespace detail {
 
+// A compiled gradient graph, and its forward (for the call that does not give what it saved).
+struct gradient_program {
+  std::shared_ptr<const compiled_kernel> backward;
+  ir::graph forward;
+};
+
 // The compiled gradient graph of `forward` (argument_error where it cannot be differentiated).
-std::shared_ptr<const compiled_kernel> compile_gradients(const ir::graph& forward, const jit_options& options);
-// Runs it: `inputs` in the forward's call order, then dY.
-gradients run_gradients(const compiled_kernel& k, std::span<const tensor_view> inputs);
+std::shared_ptr<const gradient_program> compile_gradients(const ir::graph& forward, const jit_options& options);
+// Runs it: `inputs` in the forward's call order, then dY; then what the forward saved, or nullptr.
+gradients run_gradients(const gradient_program& p, std::span<const tensor_view> inputs, const saved* s);
 // The forward's tensors in call order from names, then dY.
-std::vector<tensor_view> gradient_call(const compiled_kernel& k, const tensor_view& d_output, std::span<const named_tensor> named);
+std::vector<tensor_view> gradient_call(const gradient_program& p, const tensor_view& d_output, std::span<const named_tensor> named);
+// The forward's tensors' names, in call order.
+std::vector<std::string> forward_parameters(const compiled_kernel& backward);
 
 }  // namespace detail
 
@@ -48,39 +69,52 @@ class gradient_kernel {
     else return dsl::to_ir(E{}).terminals.size();
   }();
 
-  explicit gradient_kernel(std::shared_ptr<const compiled_kernel> k) : k_(std::move(k)) {}
+  explicit gradient_kernel(std::shared_ptr<const detail::gradient_program> p) : p_(std::move(p)) {}
 
-  // dY (shaped like the expression's output), then the forward's tensors as kernel<E> takes them.
+  // dY (shaped like the expression's output), [what the forward saved,] then the forward's
+  // tensors as kernel<E> takes them.
   template <class... T>
     requires(std::convertible_to<const T&, tensor_view> && ...)
   gradients operator()(const tensor_view& d_output, const T&... inputs) const {
-    static_assert(sizeof...(T) == arity || dsl::has_shape_error<E>,
-                  "gradient call: dY, then one tensor per input, weight and integer input of the expression, "
-                  "in the forward's order (see parameters())");
-    const std::array<tensor_view, sizeof...(T) + 1> views{tensor_view(inputs)..., d_output};
-    return detail::run_gradients(*k_, views);
+    return call(d_output, nullptr, inputs...);
+  }
+  template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
+  gradients operator()(const tensor_view& d_output, const saved& s, const T&... inputs) const {
+    return call(d_output, &s, inputs...);
   }
   gradients operator()(const tensor_view& d_output, std::initializer_list<named_tensor> named) const {
-    return detail::run_gradients(*k_, detail::gradient_call(*k_, d_output, named));
+    return detail::run_gradients(*p_, detail::gradient_call(*p_, d_output, named), nullptr);
   }
   gradients operator()(const tensor_view& d_output, std::span<const named_tensor> named) const {
-    return detail::run_gradients(*k_, detail::gradient_call(*k_, d_output, named));
+    return detail::run_gradients(*p_, detail::gradient_call(*p_, d_output, named), nullptr);
+  }
+  gradients operator()(const tensor_view& d_output, const saved& s, std::initializer_list<named_tensor> named) const {
+    return detail::run_gradients(*p_, detail::gradient_call(*p_, d_output, named), &s);
+  }
+  gradients operator()(const tensor_view& d_output, const saved& s, std::span<const named_tensor> named) const {
+    return detail::run_gradients(*p_, detail::gradient_call(*p_, d_output, named), &s);
   }
 
   // The forward's tensors, in call order.
-  std::vector<std::string> parameters() const {
-    std::vector<std::string> names = k_->parameter_names();
-    names.pop_back();  // d_output
-    return names;
-  }
+  std::vector<std::string> parameters() const { return detail::forward_parameters(*p_->backward); }
   // The gradient graph (dsl::to_string prints it, dsl::cost counts it).
-  const ir::graph& graph() const { return k_->graph(); }
-  std::string describe() const { return k_->describe(); }
-  std::string loop_nest(listing format = listing::text) const { return k_->loop_nest(format); }
-  const compiled_kernel& compiled() const { return *k_; }
+  const ir::graph& graph() const { return p_->backward->graph(); }
+  std::string describe() const { return p_->backward->describe(); }
+  std::string loop_nest(listing format = listing::text) const { return p_->backward->loop_nest(format); }
+  const compiled_kernel& compiled() const { return *p_->backward; }
 
  private:
-  std::shared_ptr<const compiled_kernel> k_;
+  template <class... T>
+  gradients call(const tensor_view& d_output, const saved* s, const T&... inputs) const {
+    static_assert(sizeof...(T) == arity || dsl::has_shape_error<E>,
+                  "gradient call: dY, [attn::saved{output, lse},] then one tensor per input, weight and integer "
+                  "input of the expression, in the forward's order (see parameters())");
+    const std::array<tensor_view, sizeof...(T) + 1> views{tensor_view(inputs)..., d_output};
+    return detail::run_gradients(*p_, views, s);
+  }
+
+  std::shared_ptr<const detail::gradient_program> p_;
 };
 
 // On a CPU, an attention's backward is fused (FlashAttention-2's tiles, no Nq × Nk buffer) where

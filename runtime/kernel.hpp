@@ -4,6 +4,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 #include "dsl/dim.hpp"
 #include "dsl/ir.hpp"
@@ -59,6 +60,9 @@ class compiled_kernel {
   const ir::graph& graph() const;
   const jit_options& options() const;
   std::vector<std::string> parameter_names() const;
+  // Does the compiled pipeline read the tensor called `parameter` (a tensor it takes but does not
+  // read is only checked)?
+  bool reads(std::string_view parameter) const;
   // Which lowering and which schedule parameters this kernel runs, and where they came from
   // (source=default|tuned|given), in one line.
   std::string describe() const;

@@ -777,6 +777,54 @@ BOOST_AUTO_TEST_CASE(the_fused_backward_equals_the_generic_one) {
                     attn::compile_error);
 }
 
+// What the forward saved (attn::saved{output, lse}): the fused backward reads P = exp(S - lse) and
+// rowsum(dY ∘ y) from it, so a call with it gives the gradients of the call without it (which
+// computes them first), and an lse larger by log 2 halves P, hence dV; the generic backward only
+// checks its shapes.
+BOOST_AUTO_TEST_CASE(what_the_forward_saved) {
+  const auto grad = attn::jit_gradients(padded);
+  const auto forward = attn::jit(padded, {.with_lse = true});
+  std::mt19937 rng(41);
+  const problem p(padded_layout(33, 40), 3, 40, rng);
+  const std::vector<attn::tensor_view> in = p.views();
+  const attn::outputs y = forward.run(in[0], in[1], in[2], in[3]);
+  const std::vector<attn::named_tensor> named{{"q", in[0]}, {"k", in[1]}, {"v", in[2]}, {"len", in[3]}};
+  const attn::gradients with = grad(p.dy, attn::saved{y.output, y.lse}, std::span<const attn::named_tensor>(named));
+  const attn::gradients without = call(grad, p);
+  for (std::size_t i = 0; i < with.size(); ++i) BOOST_TEST(with.values[i].values() == without.values[i].values(), "d" << with.names[i]);
+
+  tensor<float> shifted = y.lse;
+  for (float& x : shifted.values()) x += std::log(2.0f);
+  const attn::gradients halved = grad(p.dy, attn::saved{y.output, shifted}, in[0], in[1], in[2], in[3]);
+  float worst = 0, scale = 0;
+  for (std::size_t j = 0; j < with["v"].values().size(); ++j) {
+    worst = std::max(worst, std::abs(halved["v"].values()[j] - 0.5f * with["v"].values()[j]));
+    scale = std::max(scale, std::abs(with["v"].values()[j]));
+  }
+  BOOST_TEST(worst <= 1e-6f * scale, "dv from an lse + log 2: " << worst << " of " << scale);
+
+  const auto generic = attn::jit_gradients(padded, {.path = attn::lowering::generic});
+  BOOST_TEST(!generic.compiled().reads("lse"));
+  const attn::gradients g = generic(p.dy, attn::saved{y.output, shifted}, in[0], in[1], in[2], in[3]);
+  const attn::gradients g0 = call(generic, p);
+  for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(g.values[i].values() == g0.values[i].values(), "generic d" << g.names[i]);
+
+  // Shapes checked like any tensor's, by name.
+  try {
+    grad(p.dy, attn::saved{y.output, tensor<float>({3, heads, 32})}, in[0], in[1], in[2], in[3]);
+    BOOST_ERROR("an lse of 32 rows: expected attn::shape_error");
+  } catch (const attn::shape_error& e) {
+    BOOST_TEST(std::string(e.what()).find("lse") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(grad(p.dy, attn::saved{p.dy, tensor<float>({3, heads, 33, 1})}, in[0], in[1], in[2], in[3]), attn::shape_error);
+  BOOST_CHECK_THROW(grad(p.dy, attn::saved{tensor<float>({3, heads, 33, width + 1}), y.lse}, in[0], in[1], in[2], in[3]), attn::shape_error);
+  // Two softmaxes: no one lse to save.
+  const auto two = attn::jit_gradients(attention(s) + attention(causal(s)));
+  BOOST_CHECK_THROW(two(p.dy, attn::saved{y.output, y.lse}, in[0], in[1], in[2]), attn::argument_error);
+  // The names the gradient's call gives to what the forward saved.
+  BOOST_CHECK_THROW(attn::jit_gradients(combine(softmax(scaled_scores(q, input<"lse">(H, NK, Dh))), v)), attn::argument_error);
+}
+
 BOOST_AUTO_TEST_CASE(errors) {
   BOOST_CHECK_THROW(attn::jit_gradients(plain, {.with_weights = true}), attn::argument_error);
   BOOST_CHECK_THROW(attn::jit_gradients(plain, {.with_lse = true}), attn::argument_error);

@@ -61,6 +61,16 @@ void schedule_cpu(lowered& l, const Target& target) {
         vectorize_and_parallelize(f, v, vec);
         if (v.empty()) break;
         Stage sum = f.update();
+        if (v.size() == 1 && (st.extents.empty() || st.extents.front() != 1)) {
+          // One sum per column over every row of a tensor (all_finite): the columns' vectors inside
+          // the rows, so that the rows are read in memory order, once.
+          Var outer("columns"), inner("column");
+          sum.split(v.front(), outer, inner, vec, TailStrategy::GuardWithIf).vectorize(inner);
+          std::vector<VarOrRVar> order{inner, outer};
+          for (const RVar& r : f.rvars(0)) order.push_back(r);
+          sum.reorder(order);
+          break;
+        }
         if (st.extents.empty() || st.extents.front() != 1) sum.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
         if (v.size() >= 2) sum.parallel(fuse_all(sum, std::vector<Var>(v.begin() + 1, v.end())));
         break;

@@ -92,11 +92,6 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
 }  // namespace
 
 void schedule_flash_backward_cpu(backward_funcs& b, const flash_schedule& s, const Target&) {
-  for (Func e : b.exits) {  // copies out of the passes' tiles
-    const std::vector<Var> a = e.args();
-    e.compute_root().vectorize(a.front(), s.vector, TailStrategy::GuardWithIf);
-    if (a.size() > 1) e.parallel(fuse_all(e, std::vector<Var>(a.begin() + 1, a.end())));
-  }
   for (backward_pass& p : b.passes) schedule_pass(b, p, s);
 }
 

@@ -63,11 +63,12 @@ bool is_pair_node(const ir::graph& g, const backward_match& m, int n) {
 }
 
 std::vector<backward_match> find_backward(const ir::graph& g) {
-  if (!ir::is_gradient(g)) return {};
-  const int first_gradient = g.terminals.back();  // d_output: the first node the differentiation added
+  const int dy = ir::output_gradient_position(g);
+  if (dy < 0) return {};
+  const int first_gradient = g.terminals[static_cast<std::size_t>(dy)];  // the first node the differentiation added
   ir::graph forward = g;
   forward.nodes.resize(static_cast<std::size_t>(first_gradient));
-  forward.terminals.pop_back();
+  forward.terminals.resize(static_cast<std::size_t>(dy));
   const std::vector<attention_match> found = find_attention(forward);
   if (found.size() != 1 || !found.front().normalised()) return {};
   backward_match m;

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include "dsl/gradient.hpp"
 #include "generators/fused/fused_lowering.hpp"
 #include "generators/fused/mask_bounds.hpp"
 #include "generators/lowering/generic_lowering.hpp"
@@ -34,13 +35,24 @@ class builder {
   }
 
   void run() {
-    // The forward's fused kernel, with its log-sum-exp: O for the row term, the lse for P.
     s_.tiled_dims.insert(w_.shape[w_.shape.size() - 2].name);
     s_.tiled_dims.insert(w_.shape.back().name);
-    s_.fused.emplace(m_.forward.combine, m_.forward);
-    s_.lse_of.insert(m_.forward.combine);
-    rules_.func(m_.forward.combine);
-    lse_ = s_.out.flash.back().lse;
+    // What the forward saved: the lse for P, and O for the row term where the output is O itself
+    // (the combine's adjoint is dY). Else the forward's fused kernel, with its log-sum-exp, runs
+    // in this pipeline.
+    const int saved_output = ir::saved_tensor(s_.g, ir::saved_output_name);
+    saved_lse_ = ir::saved_tensor(s_.g, ir::saved_lse_name);
+    output_ = saved_output >= 0 && s_.g.at(m_.output_adjoint).name == ir::output_gradient_name &&
+                      ir::is_terminal(s_.g.at(m_.output_adjoint).kind)
+                  ? saved_output
+                  : m_.forward.combine;
+    if (output_ == m_.forward.combine) {
+      s_.fused.emplace(m_.forward.combine, m_.forward);
+      s_.lse_of.insert(m_.forward.combine);
+      rules_.func(m_.forward.combine);
+      lse_ = s_.out.flash.back().lse;
+    }
+    define_mask_shape();
     define_row_dot();
     s_.tile.given[m_.forward.softmax] = [this](const std::vector<Expr>& idx) { return probability(idx); };
     if (sweep_) {
@@ -75,7 +87,7 @@ class builder {
     row.push_back(c.x);
     f(s_.args_of(n, at)) = 0.0f;
     f(s_.args_of(n, at)) += rules_.value(m_.output_adjoint, s_.broadcast_index(m_.output_adjoint, row), {}) *
-                            rules_.value(m_.forward.combine, row, {});
+                            rules_.value(output_, s_.broadcast_index(output_, row), {});
     s_.funcs.emplace(m_.row_dot, f);
     s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::sum, {}, {}, {}, {}, s_.static_extents(n), {}});
     b_.row_dot = f;
@@ -93,10 +105,7 @@ class builder {
       const std::vector<Expr> lead(at.begin(), at.end() - 2);
       const Expr q = at[at.size() - 2], kv = at.back();
       const flash_problem::scored sc = fused_score(rules_, s_, m_.forward, lead, q, kv, *s_.tile.pairwise);
-      std::vector<Expr> row{min(q, nq_ - 1)};
-      row.insert(row.end(), lead.rbegin(), lead.rend());
-      if (p.batched) row.push_back(s_.batch);
-      const Expr lse = lse_(row);
+      const Expr lse = log_sum_exp(lead, min(q, nq_ - 1));
       f(s_.args_of(p, at)) = with_strict_score(sc.score, [&](const Expr& x) {
         return select(exact_predicate(sc.keep) && is_kept_score(x), exp_below_max(x, lse), 0.0f);
       });
@@ -104,6 +113,28 @@ class builder {
       it = cache.emplace(m_.forward.softmax, f).first;
     }
     return it->second(s_.args_of(p, idx));
+  }
+
+  // The forward's log-sum-exp of row q (lead: row-major), saved or computed in this pipeline.
+  Expr log_sum_exp(const std::vector<Expr>& lead, const Expr& q) {
+    if (saved_lse_ >= 0) {
+      std::vector<Expr> row = lead;
+      row.push_back(q);
+      return rules_.value(saved_lse_, s_.broadcast_index(saved_lse_, row), {});
+    }
+    std::vector<Expr> row{q};
+    row.insert(row.end(), lead.rbegin(), lead.rend());
+    if (w_.batched) row.push_back(s_.batch);
+    return lse_(row);
+  }
+
+  // The mask's shape, as the forward's tiles take it (fitted_to_mask): its band and diagonal.
+  void define_mask_shape() {
+    const Var mq("mask_q"), mk("mask_kv");
+    std::vector<stage> unused;
+    const Expr keep = fused_score(rules_, s_, m_.forward, lead_row_major(), mq, mk, unused).keep;
+    b_.band = kept_band(keep, mq, mk);
+    b_.diagonal = kept_edge_follows_query(keep, mq, mk);
   }
 
   // Does the tile of queries qt and keys kt hold a pair the masks keep?
@@ -252,7 +283,8 @@ class builder {
     b_.passes.push_back(std::move(p));
   }
 
-  // Each exit node's Func: its sums, read at (d, row % tile, row / tile) (a sweep: (d, row, exit)).
+  // Each exit node's Func: its sums, read at (d, row % tile, row / tile) (a sweep: (d, row, exit)),
+  // inline: its readers read the sums in place.
   void define_exits() {
     for (int k = 0; k < static_cast<int>(m_.exits.size()); ++k) {
       const pair_exit& e = m_.exits[static_cast<std::size_t>(k)];
@@ -273,7 +305,6 @@ class builder {
       if (b_.batched) a.push_back(s_.batch);
       f(s_.args_of(n, at)) = sweep || pass->exits.size() == 1 ? Expr(pass->acc(a)) : pass->acc(a)[slot];
       s_.funcs.emplace(e.node, f);
-      b_.exits.push_back(f);
     }
   }
 
@@ -285,6 +316,8 @@ class builder {
   Expr nq_, nk_;
   int tq_ = 0, tk_ = 0;
   bool sweep_ = false;
+  int output_ = -1;     // the node the row term reads O from: the saved output or the combine
+  int saved_lse_ = -1;  // the saved lse's terminal, or -1: lse_, from the forward in this pipeline
   Func lse_;
 };
 

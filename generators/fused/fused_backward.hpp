@@ -4,7 +4,8 @@
 // the masks and modifiers make of it) are computed tile by tile by the generic rules, never
 // stored whole, and summed into the exits (row exits: dQ' = dS·K'; column exits: dV = Pᵀ·dO,
 // dK' = dSᵀ·Q') in a fixed order (backward_order): no atomics and no T×T buffer, the same
-// gradients, bitwise, for any thread count. The forward's output and log-sum-exp come from its
+// gradients, bitwise, for any thread count. The forward's output and log-sum-exp are read from
+// what the forward saved (ir::saved_tensor), or where the output is not O, come from the forward's
 // fused kernel in the same pipeline; softmax's row term Σ_k P·dP is rowsum(dO ∘ O). Tiles that the
 // mask removes entirely are skipped (mask_bounds.hpp).
 #include <vector>
@@ -52,8 +53,9 @@ struct backward_funcs {
   Halide::Var batch;
   bool batched = false;
   int q_tile = 0, kv_tile = 0;
+  std::int64_t band = 0;  // as flash_funcs': the mask's band and diagonal (the tiles are fitted to them)
+  bool diagonal = false;
   Halide::Func row_dot;  // rowsum(dO ∘ O), as the node's Func
-  std::vector<Halide::Func> exits;  // the exit nodes' Funcs, read off the passes
 };
 
 // Lowers m: the exits' and the row term's Funcs go to lowering_state::funcs (the rest of the

@@ -112,17 +112,21 @@ BOOST_AUTO_TEST_CASE(projections_and_weights_equal_the_jit) {
 }
 
 BOOST_AUTO_TEST_CASE(gradients_equal_the_jit) {
-  // The backward pass (GRADIENTS): the tensors, then d_output, then d_x, d_wq, d_wk, d_wv, bit for
-  // bit as attn::jit_gradients'; the weights' gradients summed over the batch.
+  // The backward pass (GRADIENTS): the tensors, then d_output, output and lse (what the forward
+  // saved), then d_x, d_wq, d_wk, d_wv, bit for bit as attn::jit_gradients' given the same saved
+  // tensors; the weights' gradients summed over the batch.
   constexpr std::int64_t b = 2, t = 9, D = 16, Dk = 8;
   auto x = random({b, t, D}, 31), wq = random({D, Dk}, 32, 0.5f), wk = random({D, Dk}, 33, 0.5f), wv = random({D, Dk}, 34, 0.5f),
        dy = random({b, t, Dk}, 35);
   const auto bind = std::vector<attn::dsl::dim_binding>{named::D = D, named::Dk = Dk};
-  const attn::gradients jit = attn::jit_gradients(named::causal_self_attention, {.bind = bind})(dy, x, wq, wk, wv);
+  attn::outputs forward = attn::jit(named::causal_self_attention, {.bind = bind, .with_lse = true}).run(x, wq, wk, wv);
+  const attn::gradients jit =
+      attn::jit_gradients(named::causal_self_attention, {.bind = bind})(dy, attn::saved{forward.output, forward.lse}, x, wq, wk, wv);
   std::vector<float> dx(x.values().size()), dwq(wq.values().size()), dwk(wk.values().size()), dwv(wv.values().size());
   kernel_buffer xb(x.data(), {b, t, D}), qb(wq.data(), {D, Dk}), kb(wk.data(), {D, Dk}), vb(wv.data(), {D, Dk}), yb(dy.data(), {b, t, Dk});
+  kernel_buffer ob(forward.output.data(), {b, t, Dk}), lb(forward.lse.data(), {b, t});
   kernel_buffer dxb(dx.data(), {b, t, D}), dqb(dwq.data(), {D, Dk}), dkb(dwk.data(), {D, Dk}), dvb(dwv.data(), {D, Dk});
-  BOOST_TEST_REQUIRE(aot_gradients(xb, qb, kb, vb, yb, dxb, dqb, dkb, dvb) == 0);
+  BOOST_TEST_REQUIRE(aot_gradients(xb, qb, kb, vb, yb, ob, lb, dxb, dqb, dkb, dvb) == 0);
   BOOST_TEST(dx == jit["x"].values());
   BOOST_TEST(dwq == jit["wq"].values());
   BOOST_TEST(dwk == jit["wk"].values());

@@ -261,12 +261,14 @@ void gradients() {
     const index n = H * T * Dh;
     std::vector<float> q = random_values(n, 41), k = random_values(n, 42), v = random_values(n, 43), bias = random_values(R * H, 44),
                        dy = random_values(n, 45), dq(n, -7.0f), dk(n, -7.0f), dv(n, -7.0f), dbias(R * H, -7.0f);
+    // What the forward saved: taken by the signature, read only by a fused backward (CPU targets).
+    std::vector<float> saved_output(n), saved_lse(H * T);
     int rc = 0;
     {
       kernel_buffer qb(q.data(), {1, H, T, Dh}), kb(k.data(), {1, H, T, Dh}), vb(v.data(), {1, H, T, Dh}), bb(bias.data(), {R, H}),
-          yb(dy.data(), {1, H, T, Dh}), dqb(dq.data(), {1, H, T, Dh}), dkb(dk.data(), {1, H, T, Dh}), dvb(dv.data(), {1, H, T, Dh}),
-          dbb(dbias.data(), {R, H});
-      rc = run([&] { return gpu::gradients(qb, kb, vb, bb, yb, dqb, dkb, dvb, dbb); }, {&dqb, &dkb, &dvb, &dbb});
+          yb(dy.data(), {1, H, T, Dh}), ob(saved_output.data(), {1, H, T, Dh}), lb(saved_lse.data(), {1, H, T}),
+          dqb(dq.data(), {1, H, T, Dh}), dkb(dk.data(), {1, H, T, Dh}), dvb(dv.data(), {1, H, T, Dh}), dbb(dbias.data(), {R, H});
+      rc = run([&] { return gpu::gradients(qb, kb, vb, bb, yb, ob, lb, dqb, dkb, dvb, dbb); }, {&dqb, &dkb, &dvb, &dbb});
     }
     const std::string what = "gradients T=" + std::to_string(T);
     if (rc != 0) return check(false, what + ": kernel returned " + std::to_string(rc) + " " + last_error);
