@@ -1,21 +1,26 @@
 # attn_add_kernel(NAME <name> EXPRESSION <registered name>
 #                 [SOURCES <files with ATTN_REGISTER_KERNEL>...] [TARGETS <halide target>...]
 #                 [BIND <dim>=<size>...] [SCHEDULE <parameters>] [PATH automatic|fused|generic]
-#                 [WITH_WEIGHTS] [WITH_LSE] [GRADIENTS])
+#                 [WITH_WEIGHTS] [WITH_LSE] [GRADIENTS] [TUNING_DB <file>])
 # Builds kernel <EXPRESSION> ahead of time, at build time, into a static library target <NAME>
 # whose header <NAME>.h declares `int <NAME>(halide_buffer_t*...)`. With SOURCES, a generator
 # is built from them (their ATTN_REGISTER_KERNEL expressions and the named variants); without,
 # attn-gen builds one of attnforge's named variants. TARGETS default to host; several give one
 # library that picks the first the CPU can run (most specific first, the last is the fallback).
 # GRADIENTS builds the expression's backward pass instead (attn::jit_gradients): its function takes
-# the tensors, then d_output, then writes d_<tensor> for each float tensor.
+# the tensors, then d_output, then output and lse as the forward saved them (one softmax), then
+# writes d_<tensor> for each float tensor.
+# TUNING_DB names the tuning database (attn-tune --db, attn_add_tuner) whose record for this kernel,
+# its BIND sizes and each target sets the schedule; the kernel is rebuilt when the file changes, and
+# its header names each target's schedule and the record it came from. Without it, the default
+# schedule, whatever databases the machine has: the build depends on its inputs only.
 # Linking <NAME> needs no Halide and no attnforge library: only libc, libm, libdl and threads.
 # The kernel's entry point (its checks, in C) is compiled by this project's compiler (C, else C++),
 # so that a cross-compiling toolchain builds it for the machine it builds for.
 find_package(Threads REQUIRED)
 
 function(attn_add_kernel)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS;WITH_LSE;GRADIENTS" "NAME;EXPRESSION;SCHEDULE;PATH" "SOURCES;TARGETS;BIND")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "WITH_WEIGHTS;WITH_LSE;GRADIENTS" "NAME;EXPRESSION;SCHEDULE;PATH;TUNING_DB" "SOURCES;TARGETS;BIND")
   if (NOT ARG_NAME OR NOT ARG_EXPRESSION)
     message(FATAL_ERROR "attn_add_kernel: NAME and EXPRESSION are required")
   endif ()
@@ -58,12 +63,18 @@ function(attn_add_kernel)
   if (ARG_GRADIENTS)
     list(APPEND args --gradients)
   endif ()
+  set(db_dependency)
+  if (ARG_TUNING_DB)
+    cmake_path(ABSOLUTE_PATH ARG_TUNING_DB BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} NORMALIZE OUTPUT_VARIABLE db)
+    list(APPEND args --tuning-db ${db})
+    set(db_dependency ${db})
+  endif ()
 
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}.kernel)
   add_custom_command(OUTPUT ${dir}/${ARG_NAME}.a ${dir}/${ARG_NAME}.h
                      COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
                      COMMAND ${generator} ${args} --output-dir ${dir}
-                     DEPENDS ${generator}
+                     DEPENDS ${generator} ${db_dependency}
                      COMMENT "attnforge: generating kernel ${ARG_NAME} (${ARG_EXPRESSION})" VERBATIM)
   add_custom_target(${ARG_NAME}.generate DEPENDS ${dir}/${ARG_NAME}.a ${dir}/${ARG_NAME}.h)
 
@@ -73,4 +84,22 @@ function(attn_add_kernel)
                         INTERFACE_INCLUDE_DIRECTORIES ${dir}
                         INTERFACE_LINK_LIBRARIES "Threads::Threads;${CMAKE_DL_LIBS};m")
   add_dependencies(${ARG_NAME} ${ARG_NAME}.generate)
+endfunction()
+
+# attn_add_tuner(NAME <name> SOURCES <files with ATTN_REGISTER_KERNEL>...)
+# Builds a tuner program <name>: attn-tune for attnforge's named variants and the expressions the
+# SOURCES register, so that a project tunes its own variants at its sizes and builds them with the
+# records it wrote:
+#   <name> my::causal_alibi --bind T=2048 --bind Dh=64 --db ${CMAKE_SOURCE_DIR}/tuning.json
+#   attn_add_kernel(NAME my_kernel SOURCES ... EXPRESSION my::causal_alibi BIND T=2048 Dh=64 TUNING_DB tuning.json)
+function(attn_add_tuner)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME" "SOURCES")
+  if (NOT ARG_NAME OR NOT ARG_SOURCES)
+    message(FATAL_ERROR "attn_add_tuner: NAME and SOURCES are required")
+  endif ()
+  if (ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "attn_add_tuner(${ARG_NAME}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
+  endif ()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE attnforge::tuner)
 endfunction()

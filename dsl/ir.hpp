@@ -2,6 +2,7 @@
 // The expression as plain data: one node per operation, children before parents.
 // Built at compile time or run time from an expression type (to_ir.hpp); everything below
 // the DSL (printer, cost model, lowering to Halide, the JIT cache key) reads only this.
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -167,6 +168,27 @@ struct graph {
     return o;
   }
 };
+
+// Does some node of g span a dim called `name`, or read its size?
+constexpr bool has_dim(const graph& g, std::string_view name) {
+  for (const node& n : g.nodes) {
+    if (n.kind == op::dim_value && n.name == name) return true;
+    for (const dim& d : n.shape)
+      if (d.name == name) return true;
+  }
+  return false;
+}
+
+// The names of g's dims sized at run time (quotients follow from theirs), sorted, each once.
+inline std::vector<std::string> run_time_dims(const graph& g) {
+  std::vector<std::string> names;
+  for (const node& n : g.nodes)
+    for (const dim& d : n.shape)
+      if (d.size == 0 && d.numerator.empty() && std::find(names.begin(), names.end(), d.name) == names.end())
+        names.emplace_back(d.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // A matmul's product_kind, as it reads to a human and in the cost table.
 constexpr std::string_view product_name(const node& matmul) {

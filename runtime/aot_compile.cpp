@@ -82,7 +82,7 @@ void write_text(const fs::path& p, const std::string& text) {
 // Halide's header for the entry point NAME (the pipeline's arguments without its user_context),
 // with a guard named after the kernel, and the ABI above it.
 std::string header_text(const ir::graph& g, const options& o, const Halide::Target& base, std::vector<Halide::Internal::LoweredArgument> args,
-                        const fs::path& scratch) {
+                        const fs::path& scratch, const std::vector<std::string>& schedules) {
   std::erase_if(args, [](const Halide::Internal::LoweredArgument& a) { return a.name == "__user_context"; });
   const Halide::Target target = base.without_feature(Feature::UserContext).without_feature(Feature::NoRuntime);
   Halide::Module m(o.name, target);
@@ -99,7 +99,7 @@ std::string header_text(const ir::graph& g, const options& o, const Halide::Targ
   const std::string guard = text.substr(at + ifndef.size(), eol - at - ifndef.size());
   text.insert(end, detail::aot_entry_declarations(o.name) + "\n");
   for (std::size_t p = text.find(guard); p != std::string::npos; p = text.find(guard, p)) text.replace(p, guard.size(), "ATTNFORGE_KERNEL_" + o.name + "_H");
-  return abi_comment(g, o) + text;
+  return abi_comment(g, o, schedules) + text;
 }
 
 }  // namespace
@@ -114,7 +114,7 @@ ir::graph kernel_graph(const ir::graph& g, const options& o) {
   }
 }
 
-std::string abi_comment(const ir::graph& g, const options& o) {
+std::string abi_comment(const ir::graph& g, const options& o, const std::vector<std::string>& schedules) {
   std::ostringstream s;
   s << "/* attnforge kernel '" << o.name << "'" << (o.gradients ? " (the gradients)" : "") << ", generated ahead of time for ";
   for (std::size_t i = 0; i < o.targets.size(); ++i) s << (i ? ", " : "") << o.targets[i];
@@ -125,6 +125,11 @@ std::string abi_comment(const ir::graph& g, const options& o) {
     s << " *   int " << o.name << "(halide_buffer_t *tensor, ..., halide_buffer_t *output"
       << (o.with_weights ? ", halide_buffer_t *weights" : "") << (o.with_lse ? ", halide_buffer_t *lse" : "") << ");\n";
   s << " *   const char *" << o.name << "_error(void);  // why this thread's last call failed; \"\" if it did not\n *\n";
+  if (!schedules.empty()) {
+    s << " * Schedules:\n";
+    for (const std::string& line : schedules) s << " *   " << line << "\n";
+    s << " *\n";
+  }
   s << " * One halide_buffer_t per tensor, in this order. Shapes are row-major (outermost first) as\n"
        " * written in the expression; a halide_buffer_t lists its dims the other way round, innermost\n"
        " * first, with the batch (if any) last. Every dim starts at 0; the innermost dim is dense\n"
@@ -170,7 +175,9 @@ files generate(const ir::graph& expression, const options& o) {
                  .path = o.path, .schedule = o.schedule};
 
   // One pipeline per target: vector widths and default tiles depend on it. `target` may carry the
-  // user_context the entry point passes (not a property of the schedule).
+  // user_context the entry point passes (not a property of the schedule). Each target's schedule
+  // and its source go to `schedules`, for the header.
+  std::vector<std::string> schedules;
   auto pipeline_for = [&](const Halide::Target& target, std::vector<Halide::Argument>& args) {
     const Halide::Target schedule_target = target.without_feature(Feature::UserContext);
     // A tuning record for this kernel, its bound sizes and this target replaces the default
@@ -178,12 +185,22 @@ files generate(const ir::graph& expression, const options& o) {
     jit_options jt = jo;
     jt.target = schedule_target.to_string();
     jt.bind = o.bind;
-    if (detail::apply_tuning_record(g, jt, bound) && !jt.schedule.starts_with("auto="))
-      std::fprintf(stderr, "attn-gen: %s for %s uses the tuning record [%s]\n", o.name.c_str(), jt.target.c_str(),
-                   jt.schedule.c_str());
-    else
+    std::optional<tuning_record> record = o.tuning_db ? detail::apply_tuning_record(g, jt, bound, *o.tuning_db) : std::nullopt;
+    if (record && record->schedule.starts_with("auto=")) {
+      record.reset();
       jt.schedule = jo.schedule;
+    }
     gen::lowered l = gen::lower_and_schedule(g, bound, detail::choose_lowering(g, jt, bound, schedule_target), schedule_target);
+    const std::string source = record ? "tuned: record " + record->signature + " " + record->bucket + " of " + record->date + " in " +
+                                            o.tuning_db->string()
+                               : o.schedule == "default" ? "default"
+                                                         : "given";
+    const std::string line = jt.target + ": " + (l.flash.empty() && l.backward.empty() ? "generic lowering" : "[" + gen::schedule_text(l) + "]") +
+                             ", " + source;
+    if (std::find(schedules.begin(), schedules.end(), line) == schedules.end()) {
+      schedules.push_back(line);
+      if (record) std::fprintf(stderr, "attn-gen: %s for %s uses the tuning record [%s]\n", o.name.c_str(), jt.target.c_str(), jt.schedule.c_str());
+    }
     if (o.with_weights && !l.weights.defined()) throw argument_error("with_weights: the expression has no softmax");
     constrain(g, l, bound);
     args.assign(l.params.begin(), l.params.end());
@@ -242,7 +259,7 @@ files generate(const ir::graph& expression, const options& o) {
     listing(o.assembly, ".s", [&](const std::string& f) { first.compile_to_assembly(f, args, o.name, with_context.front()); });
 
     const fs::path header = staging.path() / out.header.filename();
-    write_text(header, header_text(g, o, targets.back(), lowered_args, staging.path()));
+    write_text(header, header_text(g, o, targets.back(), lowered_args, staging.path(), schedules));
     results.emplace_back(header, out.header);  // last: the header is the sign that the library is complete
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());

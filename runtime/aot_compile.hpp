@@ -16,6 +16,7 @@
 // (aot_entry.hpp), then runs the Halide pipeline; it returns 0 or a negative halide_error_code_t,
 // and NAME_error() then says why. Nothing is printed and nothing aborts.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 #include "dsl/ir.hpp"
@@ -33,8 +34,13 @@ struct options {
   bool with_weights = false;
   bool with_lse = false;  // also output each softmax row's log-sum-exp (jit_options::with_lse)
   // The expression's gradients instead of its output (jit_gradients): the tensors, then dY
-  // (d_output), then d_<name> for each float tensor, in the same order; the generic lowering.
+  // (d_output), then what the forward saved (output, lse) where it has one softmax, then
+  // d_<name> for each float tensor, in the same order.
   bool gradients = false;
+  // The tuning database whose record for this kernel, its sizes and a target sets that target's
+  // schedule (tuned_schedule.hpp); none: the default schedule, whatever databases exist (a build
+  // that depends on its inputs only). The header names each target's schedule and its source.
+  std::optional<std::filesystem::path> tuning_db{};
   std::filesystem::path out_dir = ".";
   bool stmt = false, stmt_html = false, assembly = false;  // listings, for the first target
   // The C compiler for the entry point, words separated by spaces (c_compiler.hpp); empty: $CC,
@@ -58,7 +64,7 @@ ir::graph kernel_graph(const ir::graph& g, const options& o);
 files generate(const ir::graph& g, const options& o);
 
 // The header's opening comment of the kernel built from g (kernel_graph's): the functions, the
-// tensors with their shapes, the checks and the return codes.
-std::string abi_comment(const ir::graph& g, const options& o);
+// tensors with their shapes, the checks and the return codes; `schedules`, a line per target.
+std::string abi_comment(const ir::graph& g, const options& o, const std::vector<std::string>& schedules = {});
 
 }  // namespace attn::aot

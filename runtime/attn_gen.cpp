@@ -3,11 +3,14 @@
 // registered kernel ahead of time into a static library and a C header (runtime/aot_compile.hpp).
 #include <cctype>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <CLI/CLI.hpp>
 #include "generators/aot/registry.hpp"
 #include "runtime/aot_compile.hpp"
+#include "runtime/dim_bindings.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/tuning_db.hpp"
 
 namespace attn::aot {
 
@@ -15,37 +18,12 @@ void register_named_variants();  // named_variants.cpp
 
 namespace {
 
-std::string kernel_list() {
-  std::string named = "Named variants (attnforge):\n", mine;
-  for (const auto& [name, e] : registry::get().entries()) {
-    std::string line = "  " + name + std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + e.description + "\n";
-    (e.named_variant ? named : mine) += line;
-  }
-  return named + (mine.empty() ? "" : "Registered in this program (ATTN_REGISTER_KERNEL):\n" + mine);
-}
-
 // "my::causal_alibi" -> "my_causal_alibi": a C function name for a registered name.
 std::string c_name(const std::string& name) {
   std::string s;
   for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   while (s.find("__") != std::string::npos) s.erase(s.find("__"), 1);
   return s;
-}
-
-// "T=128" -> a binding; the name's storage lives in `names`, as dim_binding holds a view.
-dsl::dim_binding parse_binding(const std::string& text, std::vector<std::string>& names) {
-  const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) throw argument_error("--bind " + text + ": expected NAME=SIZE, e.g. T=128");
-  std::size_t used = 0;
-  long long size = 0;
-  try {
-    size = std::stoll(text.substr(eq + 1), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() - eq - 1) throw argument_error("--bind " + text + ": the size must be a whole number");
-  names.push_back(text.substr(0, eq));
-  return {names.back(), size};
 }
 
 }  // namespace
@@ -58,8 +36,8 @@ int generator_main(int argc, char** argv) {
   }
   CLI::App app{"Builds an attnforge kernel ahead of time: a static library and a C header (no Halide needed to use them).",
                "attn-gen"};
-  app.footer(kernel_list());
-  std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".", c_compiler;
+  app.footer(registry::get().listing());
+  std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".", c_compiler, tuning_db;
   std::vector<std::string> targets{"host"}, binds;
   bool with_weights = false, with_lse = false, gradients = false, stmt = false, html = false, assembly = false, list = false;
   app.add_option("kernel", kernel, "the kernel to build: a name listed below");
@@ -74,7 +52,12 @@ int generator_main(int argc, char** argv) {
   app.add_flag("-w,--with-weights", with_weights, "also output the attention weights (generic lowering)");
   app.add_flag("--with-lse", with_lse, "also output each softmax row's log-sum-exp (an expression with one softmax)");
   app.add_flag("--gradients", gradients,
-               "build the kernel's gradients instead (attn::jit_gradients): the tensors, then d_output, then one d_<tensor> per float tensor");
+               "build the kernel's gradients instead (attn::jit_gradients): the tensors, then d_output, then output and lse as the "
+               "forward saved them (one softmax), then one d_<tensor> per float tensor");
+  app.add_option("--tuning-db", tuning_db,
+                 "take the schedule from this tuning database's record for the kernel, its sizes and each target, if it has one "
+                 "('default': attn::jit's database, $ATTN_TUNING_DB, else ~/.cache/attnforge/tuning.json); without: the default "
+                 "schedule. The header names each target's schedule and where it came from");
   app.add_option("-o,--output-dir", out_dir, "where to write NAME.a and NAME.h (default: .)");
   app.add_option("--cc", c_compiler,
                  "the C compiler for the kernel's entry point (its checks), e.g. clang or aarch64-linux-gnu-gcc; "
@@ -94,16 +77,15 @@ int generator_main(int argc, char** argv) {
   const kernel_entry* entry = kernel.empty() ? nullptr : registry::get().find(kernel);
   if (entry == nullptr) {
     std::fprintf(stderr, "attn-gen: %s\n%s", kernel.empty() ? "which kernel? Give one of:" : ("unknown kernel '" + kernel + "'; known:").c_str(),
-                 kernel_list().c_str());
+                 registry::get().listing().c_str());
     return 2;
   }
   try {
     options o;
     o.name = name.empty() ? c_name(entry->name) : name;
     o.targets = targets;
-    std::vector<std::string> names;
-    names.reserve(binds.size());
-    for (const std::string& b : binds) o.bind.push_back(parse_binding(b, names));
+    std::deque<std::string> names;
+    for (const std::string& b : binds) o.bind.push_back(detail::parse_dim_binding("--bind", b, names));
     o.schedule = schedule;
     o.path = path == "fused" ? lowering::fused : path == "generic" ? lowering::generic : lowering::automatic;
     o.with_weights = with_weights;
@@ -114,6 +96,8 @@ int generator_main(int argc, char** argv) {
     o.stmt_html = html;
     o.assembly = assembly;
     o.c_compiler = c_compiler;
+    if (tuning_db == "default") o.tuning_db = tuning_db_path();
+    else if (!tuning_db.empty()) o.tuning_db = std::filesystem::path(tuning_db);
     const files f = generate(entry->graph, o);
     std::printf("attn-gen: %s -> %s, %s\n", entry->name.c_str(), f.library.c_str(), f.header.c_str());
     for (const auto& l : f.listings) std::printf("attn-gen: listing %s\n", l.c_str());

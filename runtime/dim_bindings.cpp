@@ -1,5 +1,6 @@
 #include "dim_bindings.hpp"
 
+#include <exception>
 #include "halide_limits.hpp"
 
 namespace attn::detail {
@@ -40,6 +41,21 @@ dim_sizes checked_bindings(const ir::graph& g, std::span<const dsl::dim_binding>
       throw argument_error(what + ": " + name + " is also bound to " + std::to_string(it->second));
   }
   return bound;
+}
+
+dsl::dim_binding parse_dim_binding(const std::string& option, const std::string& text, std::deque<std::string>& names) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw argument_error(option + " " + text + ": expected NAME=SIZE, e.g. T=128");
+  std::size_t used = 0;
+  long long size = 0;
+  try {
+    size = std::stoll(text.substr(eq + 1), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() - eq - 1) throw argument_error(option + " " + text + ": the size must be a whole number");
+  names.push_back(text.substr(0, eq));
+  return {names.back(), size};
 }
 
 }  // namespace attn::detail

@@ -41,24 +41,29 @@ void report_once(const std::string& line) {
 
 bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound) {
   if (o.schedule != "default" || !o.use_tuning_db) return false;
-  const std::optional<std::string> bucket = shape_bucket(g, bound);
-  if (!bucket) return false;  // unbound run-time dims: no sizes to match
   const std::optional<std::filesystem::path> file = tuning_db_path();
-  if (!file) return false;
-  const std::optional<tuning_record> r = find_tuning_record(*file, tuning_signature(g, o), *bucket, tuning_target(o.target));
-  if (!r) return false;
+  return file && apply_tuning_record(g, o, bound, *file).has_value();
+}
+
+std::optional<tuning_record> apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound,
+                                                 const std::filesystem::path& file) {
+  if (o.schedule != "default" || !o.use_tuning_db) return std::nullopt;
+  const std::optional<std::string> bucket = shape_bucket(g, bound);
+  if (!bucket) return std::nullopt;  // unbound run-time dims: no sizes to match
+  const std::optional<tuning_record> r = find_tuning_record(file, tuning_signature(g, o), *bucket, tuning_target(o.target));
+  if (!r) return std::nullopt;
   const std::string spelled = o.target == "host" ? Halide::get_host_target().to_string() : o.target;
-  if (!Halide::Target::validate_target_string(spelled)) return false;  // compiling reports the target
+  if (!Halide::Target::validate_target_string(spelled)) return std::nullopt;  // compiling reports the target
   const Halide::Target target(spelled);
   // Only where the default applies: otherwise compiling reports what is wrong with the options.
-  if (!why_not_applicable(g, o, bound, target, "default").empty()) return false;
+  if (!why_not_applicable(g, o, bound, target, "default").empty()) return std::nullopt;
   if (const std::string why = why_not_applicable(g, o, bound, target, r->schedule); !why.empty()) {
-    report_once("attnforge: tuning database " + file->string() + ": record " + r->signature + " " + *bucket + " " + r->target +
+    report_once("attnforge: tuning database " + file.string() + ": record " + r->signature + " " + *bucket + " " + r->target +
                 " [" + r->schedule.substr(0, 200) + "] does not apply (" + why + "); the default schedule is used");
-    return false;
+    return std::nullopt;
   }
   o.schedule = r->schedule;
-  return true;
+  return r;
 }
 
 }  // namespace attn::detail

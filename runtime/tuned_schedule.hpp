@@ -5,7 +5,10 @@
 // there is no bucket to look up, and the default (which adapts to sizes at run time) is used.
 #include "dsl/ir.hpp"
 #include "kernel.hpp"
+#include <filesystem>
+#include <optional>
 #include "tensor_checks.hpp"
+#include "tuning_db.hpp"
 
 namespace attn::detail {
 
@@ -15,5 +18,9 @@ namespace attn::detail {
 // per process, and ignored: the default schedule is used. Never throws for anything in the
 // database (a bad database is reported and ignored: tuning_db.hpp).
 bool apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound);
+
+// The same lookup in the database `file` (tuning_db.hpp): the record applied to o, or nullopt.
+std::optional<tuning_record> apply_tuning_record(const ir::graph& g, jit_options& o, const dim_sizes& bound,
+                                                 const std::filesystem::path& file);
 
 }  // namespace attn::detail

@@ -2,15 +2,19 @@
 
 #include <bit>
 #include <cstdio>
-#include <set>
 #include <Halide.h>
 
 namespace attn {
 
 std::string tuning_signature(const ir::graph& g, const jit_options& o) {
-  const std::string text = ir::serialize(g) + "|weights=" + (o.with_weights ? "1" : "0") +
+  ir::graph sizeless = g;  // the sizes go to the bucket
+  for (ir::node& n : sizeless.nodes) {
+    for (ir::dim& d : n.shape) d.size = d.numerator_size = d.denominator_size = 0;
+    if (n.kind == ir::op::dim_value) n.value = 0;  // a dim's size read as a number (rsqrt(Dh))
+  }
+  const std::string text = ir::serialize(sizeless) + "|weights=" + (o.with_weights ? "1" : "0") +
                            "|path=" + (o.path == lowering::generic ? "generic" : "fused") +  // automatic fuses attention
-                           (o.with_lse ? "|lse=1" : "");  // absent when off: earlier records keep their signature
+                           (o.with_lse ? "|lse=1" : "");
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a: simple, stable, no dependency
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char hex[17];
@@ -19,17 +23,22 @@ std::string tuning_signature(const ir::graph& g, const jit_options& o) {
 }
 
 std::optional<std::string> shape_bucket(const ir::graph& g, const std::map<std::string, std::int64_t, std::less<>>& sizes) {
-  std::set<std::string> run_time;
+  std::map<std::string, std::int64_t> known;  // by name, sorted
   for (const ir::node& n : g.nodes)
-    for (const ir::dim& d : n.shape)
-      if (d.size == 0 && d.numerator.empty()) run_time.emplace(d.name);
-  if (run_time.empty()) return "static";
+    for (const ir::dim& d : n.shape) {
+      if (!d.numerator.empty() || d.role == ir::dim_role::unit) continue;
+      std::int64_t size = d.size;
+      if (size == 0) {
+        const auto it = sizes.find(d.name);
+        if (it == sizes.end() || it->second < 1) return std::nullopt;
+        size = it->second;
+      }
+      known.emplace(d.name, size);
+    }
+  if (known.empty()) return "static";
   std::string b;
-  for (const std::string& name : run_time) {
-    auto it = sizes.find(name);
-    if (it == sizes.end() || it->second < 1) return std::nullopt;
-    b += (b.empty() ? "" : ",") + name + "=" + std::to_string(std::bit_ceil(static_cast<std::uint64_t>(it->second)));
-  }
+  for (const auto& [name, size] : known)
+    b += (b.empty() ? "" : ",") + name + "=" + std::to_string(std::bit_ceil(static_cast<std::uint64_t>(size)));
   return b;
 }
 

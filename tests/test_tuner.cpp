@@ -54,7 +54,7 @@ command_result attn_tune(const std::string& arguments) {
 }
 
 // A tuning run of a few seconds: the smallest case, the default only.
-const std::string quick_run = "full --T 8 --no-search --autoschedulers none --budget 1";
+const std::string quick_run = "attention --bind T=8 --bind Dh=16 --no-search --autoschedulers none --budget 1";
 
 // A (2, 90, 16) tensor uniform in [-1, 1], the same for the same seed.
 attn::tensor<float> random_tensor(unsigned seed) {
@@ -69,9 +69,25 @@ BOOST_AUTO_TEST_CASE(keys_and_buckets) {
   BOOST_TEST(attn::tuning_signature(g, {}) == attn::tuning_signature(g, {.path = attn::lowering::fused}));
   BOOST_TEST(attn::tuning_signature(g, {}) != attn::tuning_signature(g, {.with_weights = true}));
   BOOST_TEST(attn::tuning_signature(g, {}).size() == 16u);
-  BOOST_TEST(*attn::shape_bucket(g, {{"T", 600}}) == "T=1024");
-  BOOST_TEST(*attn::shape_bucket(g, {{"T", 1024}}) == "T=1024");
+  BOOST_TEST(*attn::shape_bucket(g, {{"T", 600}}) == "Dh=16,H=2,T=1024");
+  BOOST_TEST(*attn::shape_bucket(g, {{"T", 1024}}) == "Dh=16,H=2,T=1024");
   BOOST_TEST(!attn::shape_bucket(g, {}).has_value());
+
+  // The same kernel with Dh fixed in the expression or bound when compiling: one key.
+  constexpr auto Dh_run_time = dim<"Dh">;
+  constexpr auto q = input<"q">(tuning_test::H, T, Dh_run_time);
+  constexpr auto k = input<"k">(tuning_test::H, T, Dh_run_time);
+  constexpr auto v = input<"v">(tuning_test::H, T, Dh_run_time);
+  const auto bound = to_ir(combine(softmax(causal(scaled_scores(q, k))), v));
+  BOOST_TEST(attn::tuning_signature(bound, {}) == attn::tuning_signature(g, {}));
+  BOOST_TEST(*attn::shape_bucket(bound, {{"T", 1024}, {"Dh", 16}}) == *attn::shape_bucket(g, {{"T", 1024}}));
+  BOOST_TEST(*attn::shape_bucket(bound, {{"T", 1024}, {"Dh", 32}}) != *attn::shape_bucket(g, {{"T", 1024}}));
+  BOOST_TEST(!attn::shape_bucket(bound, {{"T", 1024}}).has_value());
+  // Another kernel never shares a key: no mask, another modifier, another tensor's name.
+  for (const std::string& other : {attn::tuning_signature(to_ir(combine(softmax(scaled_scores(q, k)), v)), {}),
+                                  attn::tuning_signature(to_ir(combine(softmax(causal(softcap(scaled_scores(q, k), 5.0f))), v)), {}),
+                                  attn::tuning_signature(to_ir(combine(softmax(causal(scaled_scores(q, k))), input<"w">(tuning_test::H, T, Dh_run_time))), {})})
+    BOOST_TEST(other != attn::tuning_signature(g, {}));
 }
 
 BOOST_AUTO_TEST_CASE(search_space_is_pruned) {
@@ -147,7 +163,7 @@ const timed_tuning& small_run() {
 BOOST_AUTO_TEST_CASE(tuner_finishes_in_budget_and_chooses_the_fastest_it_retimed) {
   const auto& [o, r, wall_s] = small_run();
   BOOST_TEST(wall_s < o.budget_seconds + 15);  // a compile started before the deadline may finish after it
-  BOOST_TEST(r.bucket == "T=128");
+  BOOST_TEST(r.bucket == "Dh=16,H=2,T=128");
   BOOST_REQUIRE(r.candidates.size() >= 2u);
   BOOST_REQUIRE(r.chosen < r.candidates.size());
   // The default was measured, found right, and re-timed beside the leaders.
@@ -264,10 +280,11 @@ BOOST_AUTO_TEST_CASE(attn_tune_refuses_wrong_options_with_status_2) {
       {"--budget -1 --list", "'-1'"},
       {"--budget 0 --list", "'0'"},
       {"--budget 1e9 --list", "'1e9'"},
-      {"--T 0 --list", "--T"},
-      {"--T 99999999999999999999 --list", "--T"},
-      {"--Dh 65 --list", "--Dh"},
-      {"no_such_case --list", "no_such_case"},
+      {"attention --bind T=0 --bind Dh=16 --list", "T = 0"},
+      {"attention --bind T=99999999999999999999 --bind Dh=16 --list", "whole number"},
+      {"attention --bind T=8 --bind Dh=16 --bind Q=3 --list", "no kernel asked for has that dim"},
+      {"attention --bind T=8 --list", "bind every run-time dim (--bind NAME=SIZE): Dh"},
+      {"no_such_kernel --list", "no_such_kernel"},
       {"--target x86-64-linux-nonsense --list", "not a Halide target"},
       {"--target host-cuda --list", "GPU target"},
       {"--schedule q_tle=3 --list", "unknown parameter 'q_tle'"},

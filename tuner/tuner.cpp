@@ -188,9 +188,10 @@ class search {
     kernel_ptr k;
     const auto t0 = clock::now();
     if (c.schedule.starts_with("auto=") && detail::kernel_cache_dir()) {
-      // An autoscheduler: compiled in a child within what is left of their share; this process
-      // then loads the kernel from the disk cache.
-      const double allowance = std::min(o_.autoscheduler_share * o_.budget_seconds - autoscheduler_s_, left());
+      // An autoscheduler: compiled in a child within an equal part of what is left of their share
+      // (the first may not leave the last nothing); this process then loads the kernel from the disk cache.
+      const std::size_t still = std::max<std::size_t>(autoschedulers_left_--, 1);
+      const double allowance = std::min((o_.autoscheduler_share * o_.budget_seconds - autoscheduler_s_) / double(still), left());
       const child_compile child = compile_in_child([&] { compiled_kernel::get(g_, opt); }, std::max(allowance, 0.0));
       autoscheduler_s_ += child.seconds;
       if (child.result != child_compile::status::done) {
@@ -276,6 +277,7 @@ class search {
   std::map<std::size_t, double> medians_;
   double best_ = 0, last_compile_s_ = 0;
   double autoscheduler_s_ = 0;  // spent by the autoschedulers' children so far
+  std::size_t autoschedulers_left_ = o_.autoschedulers.size();  // not yet compiled
 };
 
 }  // namespace

@@ -29,9 +29,10 @@ struct tune_options {
   std::string target = "host";
   double budget_seconds = 60;
   std::vector<std::string> autoschedulers;   // of gen::autoscheduler_names(); empty: none
-  // The autoschedulers, in turn, use at most this share of the budget together; each may use what
-  // the earlier ones left. Each runs in a child process that is stopped at its limit; with the disk
-  // kernel cache off (ATTN_CACHE_DIR=off) they run in this process, unbounded.
+  // The autoschedulers, in turn, use at most this share of the budget together, each an equal
+  // part of what the earlier ones left. Each runs in a child process that is stopped at its limit
+  // (reported as timed_out); with the disk kernel cache off (ATTN_CACHE_DIR=off) they run in this
+  // process, unbounded.
   double autoscheduler_share = 0.5;
   std::vector<std::string> schedules;        // schedule texts tried after the autoschedulers (before the grid)
   bool search = true;                        // the grid and its refinement (false: only the candidates above)

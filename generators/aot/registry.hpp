@@ -39,6 +39,15 @@ class registry {
     return it == entries_.end() ? nullptr : &it->second;
   }
   const std::map<std::string, kernel_entry>& entries() const { return entries_; }
+  // The kernels for a --help: attnforge's named variants, then the program's own, a line each.
+  std::string listing() const {
+    std::string named = "Named variants (attnforge):\n", mine;
+    for (const auto& [name, e] : entries_) {
+      std::string line = "  " + name + std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + e.description + "\n";
+      (e.named_variant ? named : mine) += line;
+    }
+    return named + (mine.empty() ? "" : "Registered in this program (ATTN_REGISTER_KERNEL):\n" + mine);
+  }
   const std::vector<std::string>& duplicates() const { return duplicates_; }
 
  private:
