@@ -10,13 +10,6 @@ using namespace Halide;
 
 namespace {
 
-// Nested guarded tails (register tiles in tiles) partitioned grow Halide's compile time without
-// bound (flash_cpu_schedule.cpp); none here.
-void never_partition(Func f) {
-  f.never_partition_all();
-  for (int k = 0; k < f.num_update_definitions(); ++k) f.update(k).never_partition_all();
-}
-
 void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedule& s) {
   const int v = s.vector;
   // Tasks: the lead dims and batch items, and in two passes the pass's own tiles; the sums of a

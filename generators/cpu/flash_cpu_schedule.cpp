@@ -75,13 +75,6 @@ void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const 
   }
 }
 
-// Every stage of g (when defined) without loop partitioning.
-void never_partition(Func g) {
-  if (!g.defined()) return;
-  g.never_partition_all();
-  for (int i = 0; i < g.num_update_definitions(); ++i) g.update(i).never_partition_all();
-}
-
 // Is V finite? One pass over it per call, before the tasks, row by row: V's columns innermost
 // (vectors), every other index outside them.
 void schedule_value_check(flash_funcs& f, int vector) {

@@ -1,6 +1,7 @@
 #pragma once
-// One loop from several: the schedules fuse outer dims (heads, batch, tiles) into a single
-// parallel loop (rows kept apart: parallel_rows).
+// Loop helpers of the CPU schedules: one loop from several (the schedules fuse outer dims: heads,
+// batch, tiles, into a single parallel loop; rows kept apart: parallel_rows), and loops left
+// unpartitioned.
 #include <vector>
 #include <Halide.h>
 
@@ -25,6 +26,14 @@ template <class FuncOrStage>
 void parallel_rows(FuncOrStage f, const Halide::Var& rows, const std::vector<Halide::Var>& outer) {
   f.parallel(rows);
   if (!outer.empty()) f.parallel(fuse_all(f, outer));
+}
+
+// Every stage of f (when defined) without loop partitioning: nested guarded tails (register tiles
+// in tiles) partitioned grow Halide's compile time without bound, and run as fast unpartitioned.
+inline void never_partition(Halide::Func f) {
+  if (!f.defined()) return;
+  f.never_partition_all();
+  for (int i = 0; i < f.num_update_definitions(); ++i) f.update(i).never_partition_all();
 }
 
 }  // namespace attn::gen
