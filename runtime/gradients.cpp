@@ -60,9 +60,9 @@ std::vector<tensor<float>> saved_for(const gradient_program& p, std::span<const 
     return {std::move(f.output), std::move(f.lse)};
   }
   const call_shape call = check_inputs(p.forward, forward_inputs, checked_bindings(p.forward, k.options().bind));
-  std::vector<std::int64_t> rows = result_sizes(p.forward.at(ir::normalising_nodes(p.forward).front()), call);
-  rows.pop_back();
-  return {tensor<float>(result_sizes(p.forward.output(), call)), tensor<float>(rows)};
+  const ir::graph& g = k.graph();
+  return {tensor<float>(result_sizes(g.at(ir::saved_tensor(g, ir::saved_output_name)), call)),
+          tensor<float>(result_sizes(g.at(ir::saved_tensor(g, ir::saved_lse_name)), call))};
 }
 
 }  // namespace
