@@ -1,6 +1,7 @@
 #pragma once
 // Expression type -> ir::graph. constexpr, so the cost model can run inside static_assert.
 #include <stdexcept>
+#include <type_traits>
 #include <boost/hana/for_each.hpp>
 #include "expr.hpp"
 
@@ -114,11 +115,22 @@ constexpr ir::graph to_ir_checked(const E& e) {
 }  // namespace detail
 
 template <well_shaped_expression E>
+  requires(!E::free_placeholders)
 constexpr ir::graph to_ir(const E& e) {
-  static_assert(!E::free_placeholders,
+  return detail::to_ir_checked(e);
+}
+// An expression with q_idx, kv_idx, head or score outside mask(...) / modify(...) converts to this,
+// and the to_ir below reports it in lines that do not spell the expression's type.
+struct placeholder_outside_mask {
+  template <expression E>
+    requires E::free_placeholders
+  constexpr placeholder_outside_mask(const E&) {}
+};
+template <class Reported = void>
+constexpr ir::graph to_ir(placeholder_outside_mask) {
+  static_assert(std::is_same_v<Reported, placeholder_outside_mask>,
                 "q_idx, kv_idx, head and score may only appear inside mask(...) or modify(...)");
-  if constexpr (E::free_placeholders) return ir::graph{};
-  else return detail::to_ir_checked(e);
+  return {};
 }
 // A shape error is reported here (see shaped); nothing more is instantiated after it, so no
 // further errors follow.

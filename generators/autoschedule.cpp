@@ -12,18 +12,19 @@ namespace attn::gen {
 
 namespace {
 
-std::int64_t extent(const ir::dim& d, const bound_dims& bound) {
+std::int64_t extent(const ir::dim& d, const bound_dims& bound, std::optional<std::int64_t> unbound) {
   if (d.size > 0) return d.size;
   if (auto it = bound.find(d.name); it != bound.end()) return it->second;
   if (!d.numerator.empty() && d.denominator_size > 0)
     if (auto it = bound.find(d.numerator); it != bound.end()) return it->second / d.denominator_size;
+  if (unbound) return *unbound;
   throw std::invalid_argument("autoscheduler: dim '" + std::string(d.name) + "' has no size; bind it (jit_options::bind)");
 }
 
 // Halide order: innermost first, then the batch dim (extent 1: the tuner's calls are unbatched).
-std::vector<std::int64_t> halide_extents(const ir::node& n, const bound_dims& bound, bool batch) {
+std::vector<std::int64_t> halide_extents(const ir::node& n, const bound_dims& bound, bool batch, std::optional<std::int64_t> unbound) {
   std::vector<std::int64_t> e;
-  for (auto it = n.shape.rbegin(); it != n.shape.rend(); ++it) e.push_back(extent(*it, bound));
+  for (auto it = n.shape.rbegin(); it != n.shape.rend(); ++it) e.push_back(extent(*it, bound, unbound));
   if (batch) e.push_back(1);
   return e;
 }
@@ -69,29 +70,41 @@ std::optional<std::string> autoscheduler_of(std::string_view text) {
   return name;
 }
 
-void autoschedule(Halide::Pipeline& p, const lowered& l, const ir::graph& g, const bound_dims& bound,
-                  const std::string& name, const Halide::Target& target) {
+void set_estimates(const lowered& l, const ir::graph& g, const bound_dims& bound, std::optional<std::int64_t> unbound) {
   for (std::size_t i = 0; i < l.params.size(); ++i) {
-    const std::vector<std::int64_t> e = halide_extents(g.at(g.terminals[i]), bound, true);
+    const ir::node& n = g.at(g.terminals[i]);
+    const std::vector<std::int64_t> e = halide_extents(n, bound, n.batched, unbound);
     Halide::Region region;
     for (std::int64_t x : e) region.emplace_back(0, int(x));
     Halide::ImageParam param = l.params[i];
     param.set_estimates(region);
   }
-  const std::vector<std::int64_t> out = halide_extents(g.output(), bound, l.output_batched);
-  Halide::Func output = l.output;
-  const std::vector<Halide::Var> args = output.args();
-  for (std::size_t i = 0; i < args.size() && i < out.size(); ++i) output.set_estimate(args[i], 0, int(out[i]));
+  const auto estimate = [](Halide::Func f, const std::vector<std::int64_t>& extents) {
+    const std::vector<Halide::Var> args = f.args();
+    for (std::size_t i = 0; i < args.size() && i < extents.size(); ++i) f.set_estimate(args[i], 0, int(extents[i]));
+  };
+  estimate(l.output, halide_extents(g.output(), bound, l.output_batched, unbound));
+  for (std::size_t k = 0; k < l.more_outputs.size(); ++k)
+    estimate(l.more_outputs[k], halide_extents(g.at(g.more_outputs[k]), bound, g.at(g.more_outputs[k]).batched, unbound));
   if (l.lse.defined()) {  // the softmax's rows: its extents without the key axis (innermost)
-    const std::vector<std::int64_t> rows = halide_extents(g.at(ir::weights_softmax(g)), bound, l.lse_batched);
-    Halide::Func lse = l.lse;
-    const std::vector<Halide::Var> lse_args = lse.args();
-    for (std::size_t i = 0; i < lse_args.size() && i + 1 < rows.size(); ++i) lse.set_estimate(lse_args[i], 0, int(rows[i + 1]));
+    std::vector<std::int64_t> rows = halide_extents(g.at(ir::weights_softmax(g)), bound, l.lse_batched, unbound);
+    rows.erase(rows.begin());
+    estimate(l.lse, rows);
   }
+}
+
+Halide::AutoschedulerParams autoscheduler_params(const std::string& name, std::map<std::string, std::string> given) {
+  autoscheduler_of("auto=" + name);  // a known name
   load_once(name);
-  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
   // Li2018 and Mullapudi2016 read "parallelism"; Adams2019 too (its cost model is built in).
-  p.apply_autoscheduler(target, Halide::AutoschedulerParams(name, {{"parallelism", threads}}));
+  given.try_emplace("parallelism", std::to_string(std::max(1u, std::thread::hardware_concurrency())));
+  return Halide::AutoschedulerParams(name, given);
+}
+
+void autoschedule(Halide::Pipeline& p, const lowered& l, const ir::graph& g, const bound_dims& bound,
+                  const std::string& name, const Halide::Target& target) {
+  set_estimates(l, g, bound);
+  p.apply_autoscheduler(target, autoscheduler_params(name));
 }
 
 }  // namespace attn::gen

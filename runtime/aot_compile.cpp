@@ -1,8 +1,11 @@
 #include "aot_compile.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <sstream>
 #include <Halide.h>
 #include "aot_entry.hpp"
@@ -13,10 +16,8 @@
 #include "dsl/gradient.hpp"
 #include "errors.hpp"
 #include "generators/gpu/flash_gpu_schedule.hpp"
-#include "generators/pipeline.hpp"
-#include "lowering_choice.hpp"
+#include "kernel_generator.hpp"
 #include "private_temp_dir.hpp"
-#include "tuned_schedule.hpp"
 
 namespace attn::aot {
 
@@ -30,31 +31,6 @@ bool valid_c_name(const std::string& n) {
   for (char c : n)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   return true;
-}
-
-// Sizes for Halide's estimates (its convention for generators: every input estimated, so
-// autoschedulers and tools can reason about the pipeline): the size when known at build time,
-// otherwise a typical one.
-constexpr int estimated_length = 1024, estimated_batch = 1;
-
-// The entry point checks every tensor before the pipeline runs (aot_entry.hpp); the pipeline
-// also knows what is fixed at build time, for its code: each dim starts at 0, and static or
-// bound dims have their size.
-void constrain(const ir::graph& g, gen::lowered& l, const detail::dim_sizes& bound) {
-  for (std::size_t i = 0; i < g.terminals.size(); ++i) {
-    const ir::node& n = g.at(g.terminals[i]);
-    Halide::ImageParam& p = l.params[i];
-    const int rank = static_cast<int>(n.shape.size());
-    for (int k = 0; k < rank; ++k) {
-      const ir::dim& d = n.shape[static_cast<std::size_t>(rank - 1 - k)];  // Halide dims are innermost first
-      p.dim(k).set_min(0);
-      std::int64_t size = d.size;
-      if (auto it = bound.find(d.name); size == 0 && it != bound.end()) size = it->second;
-      if (size > 0) p.dim(k).set_extent(static_cast<int>(size));
-      p.dim(k).set_estimate(0, size > 0 ? static_cast<int>(size) : estimated_length);
-    }
-    if (n.batched) p.dim(rank).set_min(0).set_estimate(0, estimated_batch);
-  }
 }
 
 std::string shape_text(const detail::aot_tensor& t) {
@@ -81,12 +57,12 @@ void write_text(const fs::path& p, const std::string& text) {
 
 // Halide's header for the entry point NAME (the pipeline's arguments without its user_context),
 // with a guard named after the kernel, and the ABI above it.
-std::string header_text(const ir::graph& g, const options& o, const Halide::Target& base, std::vector<Halide::Internal::LoweredArgument> args,
+std::string header_text(const ir::graph& g, const options& o, const Halide::Target& base, const std::vector<Halide::Argument>& args,
                         const fs::path& scratch, const std::vector<std::string>& schedules) {
-  std::erase_if(args, [](const Halide::Internal::LoweredArgument& a) { return a.name == "__user_context"; });
   const Halide::Target target = base.without_feature(Feature::UserContext).without_feature(Feature::NoRuntime);
   Halide::Module m(o.name, target);
-  m.append(Halide::Internal::LoweredFunc(o.name, args, {}, Halide::LinkageType::External));
+  m.append(Halide::Internal::LoweredFunc(o.name, std::vector<Halide::Internal::LoweredArgument>(args.begin(), args.end()), {},
+                                         Halide::LinkageType::External));
   const fs::path raw = scratch / (o.name + ".halide.h");
   m.compile({{Halide::OutputFileType::c_header, raw.string()}});
   std::string text = read_text(raw);
@@ -171,44 +147,19 @@ files generate(const ir::graph& expression, const options& o) {
   const bool cuda = std::any_of(targets.begin(), targets.end(), [](const Halide::Target& t) { return t.has_feature(Feature::CUDA); });
   const std::string entry_source =
       detail::aot_entry_source(o.name, tensors, large_buffers, cuda ? gen::cuda_registers_per_thread : 0);
-  jit_options jo{.target = "", .bind = {}, .with_weights = o.with_weights, .with_lse = o.with_lse,
-                 .path = o.path, .schedule = o.schedule};
-
-  // One pipeline per target: vector widths and default tiles depend on it. `target` may carry the
-  // user_context the entry point passes (not a property of the schedule). Each target's schedule
-  // and its source go to `schedules`, for the header.
+  // One generator per target (kernel_generator.hpp): vector widths and default tiles depend on it.
+  // Each target's schedule and its source go to `schedules`, for the header.
   std::vector<std::string> schedules;
-  auto pipeline_for = [&](const Halide::Target& target, std::vector<Halide::Argument>& args) {
-    const Halide::Target schedule_target = target.without_feature(Feature::UserContext);
-    // A tuning record for this kernel, its bound sizes and this target replaces the default
-    // schedule, as in the JIT (tuned_schedule.hpp); records naming an autoscheduler are not used here.
-    jit_options jt = jo;
-    jt.target = schedule_target.to_string();
-    jt.bind = o.bind;
-    std::optional<tuning_record> record = o.tuning_db ? detail::apply_tuning_record(g, jt, bound, *o.tuning_db) : std::nullopt;
-    if (record && record->schedule.starts_with("auto=")) {
-      record.reset();
-      jt.schedule = jo.schedule;
-    }
-    gen::lowered l = gen::lower_and_schedule(g, bound, detail::choose_lowering(g, jt, bound, schedule_target), schedule_target);
-    const std::string source = record ? "tuned: record " + record->signature + " " + record->bucket + " of " + record->date + " in " +
-                                            o.tuning_db->string()
-                               : o.schedule == "default" ? "default"
-                                                         : "given";
-    const std::string line = jt.target + ": " + (l.flash.empty() && l.backward.empty() ? "generic lowering" : "[" + gen::schedule_text(l) + "]") +
-                             ", " + source;
-    if (std::find(schedules.begin(), schedules.end(), line) == schedules.end()) {
-      schedules.push_back(line);
-      if (record) std::fprintf(stderr, "attn-gen: %s for %s uses the tuning record [%s]\n", o.name.c_str(), jt.target.c_str(), jt.schedule.c_str());
-    }
-    if (o.with_weights && !l.weights.defined()) throw argument_error("with_weights: the expression has no softmax");
-    constrain(g, l, bound);
-    args.assign(l.params.begin(), l.params.end());
-    std::vector<Halide::Func> results{l.output};
-    if (o.with_weights) results.push_back(l.weights);
-    if (o.with_lse) results.push_back(l.lse);
-    results.insert(results.end(), l.more_outputs.begin(), l.more_outputs.end());
-    return Halide::Pipeline(results);
+  std::vector<Halide::Argument> arguments;  // the last (fallback) target's pipeline's
+  const auto note = [&](const kernel_generator& gen) {
+    if (std::find(schedules.begin(), schedules.end(), gen.schedule_line()) == schedules.end()) schedules.push_back(gen.schedule_line());
+    arguments = gen.arguments();
+  };
+  const auto module_for = [&](const std::string& fn, const Halide::Target& target) {
+    kernel_generator gen(o.name, expression, Halide::GeneratorContext(target), o);
+    Halide::Module m = gen.build_module(fn);
+    note(gen);
+    return m;
   };
 
   // Everything is written into a private folder beside the outputs and moved into place only
@@ -224,17 +175,18 @@ files generate(const ir::graph& expression, const options& o) {
   for (const Halide::Target& t : targets) with_context.push_back(t.with_feature(Feature::UserContext));
   const std::string pipeline = detail::aot_pipeline_name(o.name);
   std::vector<std::pair<fs::path, fs::path>> results;  // staged file -> final path
-  files out{o.out_dir / (o.name + ".a"), o.out_dir / (o.name + ".h"), {}};
+  files out{o.out_dir / (o.name + (o.entry_point_only ? "_entry.a" : ".a")), o.out_dir / (o.name + ".h"), {}};
   try {
-    std::vector<Halide::Internal::LoweredArgument> lowered_args;  // the last (fallback) target's
-    Halide::compile_multitarget(
-        pipeline, {{Halide::OutputFileType::object, (objects / (pipeline + ".o")).string()}}, with_context, {},
-        [&](const std::string& fn, const Halide::Target& target) {
-          std::vector<Halide::Argument> args;
-          Halide::Module m = pipeline_for(target, args).compile_to_module(args, fn, target);
-          lowered_args = m.get_function_by_name(fn).args;
-          return m;
-        });
+    if (o.entry_point_only) {
+      for (const Halide::Target& t : with_context) {  // the schedules and the arguments, no code
+        kernel_generator gen(o.name, expression, Halide::GeneratorContext(t), o);
+        gen.build_pipeline();
+        note(gen);
+      }
+    } else {
+      Halide::compile_multitarget(pipeline, {{Halide::OutputFileType::object, (objects / (pipeline + ".o")).string()}}, with_context, {},
+                                  module_for);
+    }
     const fs::path entry_c = staging.path() / (o.name + "_entry.c");
     write_text(entry_c, entry_source);
     detail::compile_c(compile_entry, entry_c, objects / (o.name + "_entry.o"), staging.path());
@@ -245,21 +197,25 @@ files generate(const ir::graph& expression, const options& o) {
     Halide::create_static_library(members, targets.back(), library.string());
     results.emplace_back(library, out.library);
 
-    std::vector<Halide::Argument> args;
-    Halide::Pipeline first = pipeline_for(with_context.front(), args);
-    auto listing = [&](bool wanted, const std::string& ext, auto&& write) {
-      if (!wanted) return;
+    // The listings, of the first target's pipeline.
+    std::map<Halide::OutputFileType, std::string> listings;
+    for (const auto& [wanted, type, ext] : {std::tuple{o.stmt, Halide::OutputFileType::stmt, ".stmt"},
+                                            std::tuple{o.stmt_html, Halide::OutputFileType::stmt_html, ".stmt.html"},
+                                            std::tuple{o.assembly, Halide::OutputFileType::assembly, ".s"}}) {
+      if (!wanted) continue;
       const fs::path staged = staging.path() / (o.name + ext);
-      write(staged.string());
+      listings[type] = staged.string();
       results.emplace_back(staged, o.out_dir / (o.name + ext));
       out.listings.push_back(results.back().second);
-    };
-    listing(o.stmt, ".stmt", [&](const std::string& f) { first.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::Text, with_context.front()); });
-    listing(o.stmt_html, ".stmt.html", [&](const std::string& f) { first.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::HTML, with_context.front()); });
-    listing(o.assembly, ".s", [&](const std::string& f) { first.compile_to_assembly(f, args, o.name, with_context.front()); });
+    }
+    if (!listings.empty()) {
+      const std::vector<Halide::Argument> fallback = arguments;
+      module_for(pipeline, with_context.front()).compile(listings);
+      arguments = fallback;
+    }
 
     const fs::path header = staging.path() / out.header.filename();
-    write_text(header, header_text(g, o, targets.back(), lowered_args, staging.path(), schedules));
+    write_text(header, header_text(g, o, targets.back(), arguments, staging.path(), schedules));
     results.emplace_back(header, out.header);  // last: the header is the sign that the library is complete
   } catch (const Halide::Error& e) {
     throw compile_error(std::string("Halide: ") + e.what());

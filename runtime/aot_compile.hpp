@@ -43,6 +43,10 @@ struct options {
   std::optional<std::filesystem::path> tuning_db{};
   std::filesystem::path out_dir = ".";
   bool stmt = false, stmt_html = false, assembly = false;  // listings, for the first target
+  // Only the entry point (the checks) as NAME_entry.a, and the header: for a pipeline built by the
+  // Halide generator (kernel_generator.hpp) as NAME_unchecked for the same targets with the
+  // user_context feature (attn_add_kernel builds it so, with add_halide_library).
+  bool entry_point_only = false;
   // The C compiler for the entry point, words separated by spaces (c_compiler.hpp); empty: $CC,
   // else the compiler attnforge was built with. A clang is given --target for other machines.
   std::string c_compiler{};
@@ -62,6 +66,11 @@ ir::graph kernel_graph(const ir::graph& g, const options& o);
 // (bindings, name). Writes into a private folder in out_dir first and moves the files into
 // place only when everything succeeded: a failure leaves out_dir as it was.
 files generate(const ir::graph& g, const options& o);
+
+// Halide's generator program (Halide::Internal::generate_filter_main) over the kernels registered
+// in this program (registry.hpp), each a Halide generator (kernel_generator.hpp):
+// `-g KERNEL -o DIR target=... -e static_library,h [GeneratorParams]`. Returns its exit status.
+int halide_generator_main(int argc, char** argv);
 
 // The header's opening comment of the kernel built from g (kernel_graph's): the functions, the
 // tensors with their shapes, the checks and the return codes; `schedules`, a line per target.

@@ -1,10 +1,13 @@
 // The generator program: `attn-gen` (attnforge's named variants) and every generator built by
 // attn_add_kernel (the same, plus the user's ATTN_REGISTER_KERNEL expressions). Builds one
-// registered kernel ahead of time into a static library and a C header (runtime/aot_compile.hpp).
-#include <cctype>
+// registered kernel ahead of time into a static library and a C header with its checks
+// (runtime/aot_compile.hpp); with -g, it is Halide's generator program instead (the pipeline
+// alone, Halide's flags: kernel_generator.hpp).
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <string_view>
 #include <CLI/CLI.hpp>
 #include "generators/aot/registry.hpp"
 #include "runtime/aot_compile.hpp"
@@ -16,30 +19,31 @@ namespace attn::aot {
 
 void register_named_variants();  // named_variants.cpp
 
-namespace {
-
-// "my::causal_alibi" -> "my_causal_alibi": a C function name for a registered name.
-std::string c_name(const std::string& name) {
-  std::string s;
-  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  while (s.find("__") != std::string::npos) s.erase(s.find("__"), 1);
-  return s;
-}
-
-}  // namespace
-
 int generator_main(int argc, char** argv) {
   register_named_variants();
   if (!registry::get().duplicates().empty()) {
     std::fprintf(stderr, "attn-gen: kernel '%s' is registered twice\n", registry::get().duplicates().front().c_str());
     return 2;
   }
+  if (std::find_if(argv + 1, argv + argc, [](const char* a) { return std::string_view(a) == "-g"; }) != argv + argc) {
+    try {
+      return halide_generator_main(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attn-gen: %s\n", e.what());
+      return 1;
+    }
+  }
   CLI::App app{"Builds an attnforge kernel ahead of time: a static library and a C header (no Halide needed to use them).",
                "attn-gen"};
-  app.footer(registry::get().listing());
+  app.footer(registry::get().listing() +
+             "\nAs Halide's generator program (the pipeline alone, without the checks; Halide's flags and GeneratorParams):\n"
+             "  attn-gen -g KERNEL -o DIR target=host[,...] [-e static_library,h,stmt_html,schedule] [-f FUNCTION]\n"
+             "           [DIM=SIZE...] [schedule=...] [path=...] [with_weights=true] [with_lse=true] [gradients=true]\n"
+             "           [tuning_db=FILE|default] [autoscheduler=NAME autoscheduler.KEY=VALUE...]\n");
   std::string kernel, name, schedule = "default", path = "automatic", out_dir = ".", c_compiler, tuning_db;
   std::vector<std::string> targets{"host"}, binds;
-  bool with_weights = false, with_lse = false, gradients = false, stmt = false, html = false, assembly = false, list = false;
+  bool with_weights = false, with_lse = false, gradients = false, stmt = false, html = false, assembly = false, list = false,
+       entry_point_only = false;
   app.add_option("kernel", kernel, "the kernel to build: a name listed below");
   app.add_flag("--list", list, "print the kernels' names, one a line, and exit");
   app.add_option("-n,--name", name, "the C function and file name (default: the kernel's, :: as _)");
@@ -62,6 +66,9 @@ int generator_main(int argc, char** argv) {
   app.add_option("--cc", c_compiler,
                  "the C compiler for the kernel's entry point (its checks), e.g. clang or aarch64-linux-gnu-gcc; "
                  "default: $CC, else the compiler attnforge was built with; a clang is given --target for another machine");
+  app.add_flag("--entry-point-only", entry_point_only,
+               "write only the entry point (the checks) as NAME_entry.a, and NAME.h, for the pipeline that "
+               "`-g KERNEL -f NAME_unchecked target=TARGET-user_context,...` builds (attn_add_kernel does both)");
   app.add_flag("--stmt", stmt, "also write Halide's lowered statement, NAME.stmt");
   app.add_flag("--html", html, "also write it as a web page, NAME.stmt.html");
   app.add_flag("--assembly", assembly, "also write the assembly, NAME.s");
@@ -82,7 +89,7 @@ int generator_main(int argc, char** argv) {
   }
   try {
     options o;
-    o.name = name.empty() ? c_name(entry->name) : name;
+    o.name = name.empty() ? c_identifier(entry->name) : name;
     o.targets = targets;
     std::deque<std::string> names;
     for (const std::string& b : binds) o.bind.push_back(detail::parse_dim_binding("--bind", b, names));
@@ -95,6 +102,7 @@ int generator_main(int argc, char** argv) {
     o.stmt = stmt;
     o.stmt_html = html;
     o.assembly = assembly;
+    o.entry_point_only = entry_point_only;
     o.c_compiler = c_compiler;
     if (tuning_db == "default") o.tuning_db = tuning_db_path();
     else if (!tuning_db.empty()) o.tuning_db = std::filesystem::path(tuning_db);

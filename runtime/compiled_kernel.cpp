@@ -102,26 +102,15 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     throw compile_error("unknown target '" + o.target + "': " + e.what());
   }
   detail::check_jit_can_run(p->target, o.target);
-  const gen::lowering_options how = detail::choose_lowering(g, o, p->bound, p->target);
-  if (how.fused) {
-    std::vector<int> fused_weights;
-    for (const gen::attention_match& m : detail::fused_attentions(g, p->target)) fused_weights.push_back(m.weights);
-    p->materialised = detail::fused_materialised(g, fused_weights);
-  } else {
-    p->materialised = detail::generic_materialised(g, o.with_weights);
-  }
   try {
-    const std::optional<std::string> autoscheduler = how.fused ? gen::autoscheduler_of(o.schedule) : std::nullopt;
-    p->lowered = autoscheduler ? gen::lower_fitted(g, p->bound, how) : gen::lower_and_schedule(g, p->bound, how, p->target);
-    p->schedule = !how.fused ? "" : autoscheduler ? o.schedule : gen::schedule_text(p->lowered);
-    p->description = detail::describe(g, how.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given");
-    if (o.with_weights && !p->lowered.weights.defined())
-      throw argument_error("with_weights: the expression has no softmax");
-    std::vector<Halide::Func> results{p->lowered.output};
-    if (o.with_weights) results.push_back(p->lowered.weights);
-    if (o.with_lse) results.push_back(p->lowered.lse);
-    results.insert(results.end(), p->lowered.more_outputs.begin(), p->lowered.more_outputs.end());
-    p->pipeline = Halide::Pipeline(results);
+    detail::kernel_pipeline k = detail::build_pipeline(g, o, p->bound, p->target);
+    p->materialised = k.lowered.materialised;
+    if (o.with_weights) std::erase(p->materialised, ir::weights_softmax(g));  // an output: the caller's
+    const std::optional<std::string> autoscheduler = k.autoscheduler;
+    p->lowered = std::move(k.lowered);
+    p->pipeline = k.pipeline;
+    p->schedule = k.schedule;
+    p->description = detail::describe(g, k.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given");
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     for (const Halide::Argument& a : p->pipeline.infer_arguments())
       for (int t : g.terminals)

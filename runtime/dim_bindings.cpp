@@ -23,7 +23,7 @@ dim_sizes checked_bindings(const ir::graph& g, std::span<const dsl::dim_binding>
   const dim_sizes dims = dims_of(g);
   dim_sizes bound;
   for (const dsl::dim_binding& b : bind) {
-    const std::string name(b.name), what = "jit: bind " + name + " = " + std::to_string(b.size);
+    const std::string name(b.name), what = "bind " + name + " = " + std::to_string(b.size);
     const auto d = dims.find(name);
     if (d == dims.end()) {
       std::string known;

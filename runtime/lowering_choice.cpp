@@ -7,6 +7,7 @@
 #include "generators/fused/attention_pattern.hpp"
 #include "generators/fused/backward_pattern.hpp"
 #include "generators/autoschedule.hpp"
+#include "generators/pipeline.hpp"
 
 namespace attn::detail {
 
@@ -52,7 +53,7 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.path == lowering::fused && found.empty() && ir::is_gradient(g))
     throw compile_error(target.has_gpu_feature()
                             ? "path = fused: the fused backward has CPU schedules only; use path = automatic or generic"
-                            : "path = fused: the fused backward covers one softmax attention whose pairs' gradients leave "
+                            : "path = fused: the fused backward covers one attention (softmax or softmax-free) whose pairs' gradients leave "
                               "the tiles through products only (a table or slope the score reads needs the generic backward)");
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
@@ -85,6 +86,22 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
     }
   }
   return l;
+}
+
+kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const dim_sizes& bound, const Halide::Target& target) {
+  const gen::lowering_options how = choose_lowering(g, o, bound, target);
+  kernel_pipeline k;
+  k.fused = how.fused;
+  k.autoscheduler = how.fused ? gen::autoscheduler_of(o.schedule) : std::nullopt;
+  k.lowered = k.autoscheduler ? gen::lower_fitted(g, bound, how) : gen::lower_and_schedule(g, bound, how, target);
+  k.schedule = !how.fused ? "" : k.autoscheduler ? o.schedule : gen::schedule_text(k.lowered);
+  if (o.with_weights && !k.lowered.weights.defined()) throw argument_error("with_weights: the expression has no softmax");
+  std::vector<Halide::Func> results{k.lowered.output};
+  if (o.with_weights) results.push_back(k.lowered.weights);
+  if (o.with_lse) results.push_back(k.lowered.lse);
+  results.insert(results.end(), k.lowered.more_outputs.begin(), k.lowered.more_outputs.end());
+  k.pipeline = Halide::Pipeline(results);
+  return k;
 }
 
 std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source) {

@@ -1,6 +1,8 @@
 #pragma once
 // Which lowering a kernel runs and with which fused schedule, from jit_options::path and
-// ::schedule: shared by the JIT and by ahead-of-time generation, so both compile the same code.
+// ::schedule, and the pipeline that makes: said once for attn::jit, attn-gen and the Halide
+// generator (kernel_generator.hpp), so that all three compile the same code.
+#include <optional>
 #include <string>
 #include <vector>
 #include <Halide.h>
@@ -22,6 +24,22 @@ std::vector<gen::attention_match> fused_attentions(const ir::graph& g, const Hal
 // Throws compile_error for a path or schedule the expression cannot have.
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target);
+
+// A kernel's pipeline on one target: the lowering choose_lowering picks, scheduled for the target,
+// or unscheduled where the schedule names one of Halide's autoschedulers (the caller applies it
+// before compiling: autoschedule.hpp). Its outputs in the order of every call: output
+// [, weights] [, lse], then a gradient graph's more outputs.
+struct kernel_pipeline {
+  gen::lowered lowered;
+  Halide::Pipeline pipeline;
+  bool fused = false;
+  std::optional<std::string> autoscheduler;  // its name, where the schedule is "auto=<name>"
+  std::string schedule;                      // the fused schedule's parameters, "auto=<name>", or "" (generic)
+};
+
+// Throws as choose_lowering, argument_error for with_weights without a softmax, and lets the
+// lowering's errors through (Halide::Error, std::invalid_argument, std::logic_error).
+kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const dim_sizes& bound, const Halide::Target& target);
 
 // Which lowering, which schedule (the tiles the lowering settled on, or "auto=<autoscheduler>")
 // and where it came from (default, tuned: a tuning record, given: jit_options::schedule), in one

@@ -6,7 +6,6 @@
 #include <limits>
 #include <unistd.h>
 #include "environment.hpp"
-#include "generators/fused/attention_pattern.hpp"
 #include "limits.hpp"
 
 namespace attn::detail {
@@ -52,28 +51,6 @@ std::atomic<std::int64_t>& budget_setting() {
 }
 
 }  // namespace
-
-std::vector<int> generic_materialised(const ir::graph& g, bool with_weights) {
-  const int weights = with_weights ? ir::weights_softmax(g) : -1;
-  std::vector<int> nodes;
-  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
-    if (ir::is_materialised(g.at(i).kind) && i != g.root && i != weights) nodes.push_back(i);
-  return nodes;
-}
-
-std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes) {
-  // A transpose of such a node (Pᵀ in a gradient graph) is read by a fused backward in its tiles.
-  auto tiled = [&](const ir::node& n) {
-    const ir::node& x = n.kind == ir::op::transpose ? g.at(n.args[0]) : n;
-    for (int w : fused_softmaxes)
-      if (gen::computed_per_tile(x, g.at(w))) return true;
-    return false;
-  };
-  std::vector<int> nodes;
-  for (int i : generic_materialised(g, false))
-    if (!tiled(g.at(i))) nodes.push_back(i);
-  return nodes;
-}
 
 memory_estimate estimate_memory(const ir::graph& g, const call_shape& call, std::span<const int> allocated,
                                 std::span<const int> materialised) {

@@ -1,7 +1,7 @@
 #pragma once
 // How much memory one call needs, checked against attn::memory_budget() before anything is
-// allocated or run. A lowering says which nodes it computes into buffers of their own; the
-// generic one materialises the ops the op table marks so (ir::op_traits), a fused one fewer.
+// allocated or run. The lowering says which nodes it computes into buffers of their own
+// (gen::lowered::materialised).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -22,17 +22,9 @@ struct memory_estimate {
   std::int64_t total = 0;  // saturating sum of the parts
 };
 
-// The nodes the generic lowering materialises: every node of a materialised op (ir::is_materialised)
-// but the pipeline's outputs (the root and, with_weights, ir::weights_softmax), which it writes in place.
-std::vector<int> generic_materialised(const ir::graph& g, bool with_weights);
-
-// The nodes the fused lowering materialises: the generic ones but those it computes tile by tile
-// (gen::computed_per_tile): each fused attention's softmax and the (queries × keys) nodes of its score.
-// `fused_softmaxes`: the weights node (the softmax, or softmax-free f(S)) of each fused attention.
-std::vector<int> fused_materialised(const ir::graph& g, std::span<const int> fused_softmaxes);
-
 // `allocated`: outputs the library allocates for the caller (run(), not into()); `materialised`:
-// the lowering's intermediates. Every buffer holds 4-byte elements.
+// the lowering's intermediates (gen::lowered::materialised, less the outputs the caller asked
+// for). Every buffer holds 4-byte elements.
 memory_estimate estimate_memory(const ir::graph& g, const call_shape& call, std::span<const int> allocated,
                                 std::span<const int> materialised);
 

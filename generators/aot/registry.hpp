@@ -8,6 +8,7 @@
 //
 // and link them with attnforge::generator (a main() that lists and builds them; runtime/attn_gen.cpp).
 // Halide-free: only the DSL and its IR.
+#include <cctype>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,21 @@
 #include "dsl/to_ir.hpp"
 
 namespace attn::aot {
+
+// "my::causal_alibi" -> "my_causal_alibi": a registered name as a C identifier (every run of
+// characters other than letters, digits and _ becomes one _), for a C function and a Halide
+// generator's name.
+inline std::string c_identifier(const std::string& name) {
+  std::string s;
+  bool run = false;
+  for (char c : name) {
+    const bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    if (word) s += c;
+    else if (!run) s += '_';
+    run = !word;
+  }
+  return s;
+}
 
 struct kernel_entry {
   std::string name;
@@ -34,9 +50,12 @@ class registry {
   void add(kernel_entry e) {
     if (!entries_.emplace(e.name, e).second) duplicates_.push_back(e.name);
   }
+  // By its name or its c_identifier().
   const kernel_entry* find(const std::string& name) const {
-    const auto it = entries_.find(name);
-    return it == entries_.end() ? nullptr : &it->second;
+    if (const auto it = entries_.find(name); it != entries_.end()) return &it->second;
+    for (const auto& [n, e] : entries_)
+      if (c_identifier(n) == name) return &e;
+    return nullptr;
   }
   const std::map<std::string, kernel_entry>& entries() const { return entries_; }
   // The kernels for a --help: attnforge's named variants, then the program's own, a line each.

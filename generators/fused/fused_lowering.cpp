@@ -134,6 +134,7 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
     s.out.lse_batched = p.batched;
   }
   s.funcs.emplace(m.combine, s.out.flash.back().output);
+  s.out.materialised.push_back(m.combine);
   return s.out.flash.back().output;
 }
 

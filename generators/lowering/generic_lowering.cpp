@@ -239,6 +239,7 @@ Func generic_lowering::func(int i) {
   } else {
     s_.funcs.emplace(i, f);
     s_.out.stages.push_back(st);
+    s_.out.materialised.push_back(i);
   }
   return f;
 }

@@ -35,6 +35,7 @@ lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_option
     const bool sum = n.kind == ir::op::sum_to || n.kind == ir::op::sum_groups || n.kind == ir::op::scatter_add;
     if (ir::is_materialised(n.kind) && !sum && taken.insert(o).second) {
       result = rules.func(o);
+      std::erase(s.out.materialised, o);  // in place
     } else {
       auto [f, vars] = s.new_func("output", n);
       f(s.args_of(n, as_exprs(vars))) = rules.value(o, as_exprs(vars), {});

@@ -35,6 +35,10 @@ struct lowered {
   // What the schedule needs to know about each materialised Func.
   using stage = gen::stage;
   std::vector<stage> stages;
+  // The IR nodes computed into buffers of their own but the outputs computed in place (the
+  // caller's): what a call allocates besides its outputs (the memory budget). The generic
+  // lowering's attention weights are among them: an output only where the caller asks for them.
+  std::vector<int> materialised;
   // Attentions lowered to the fused pipeline (each replaces a softmax and its combine).
   std::vector<flash_funcs> flash;
   // Backwards of attentions lowered to the fused backward (fused_backward.hpp), in a gradient graph.

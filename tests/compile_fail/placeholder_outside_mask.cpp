@@ -1,6 +1,5 @@
 // q_idx is a free variable of mask(...) / modify(...); outside them it has no meaning.
 // expect: may only appear inside mask
-// max-line-length: 500 (to_ir spells the expression: here a short one)
 #include "dsl/dsl.hpp"
 using namespace attn::dsl;
 

@@ -3,8 +3,9 @@
 
 Halide compiles a CUDA target's device code to PTX text and embeds it, NUL-terminated, in the
 host object as a constant (the runtime hands it to cuModuleLoadData); the host code names each
-kernel it launches in a NUL-terminated string. For every kernel library this checks that
-  - the library defines the kernel's C function;
+kernel it launches in a NUL-terminated string. For every kernel library (the Halide pipeline of
+a kernel built ahead of time, and the name of its function) this checks that
+  - the library defines the function;
   - it holds at least one PTX module, each with a .target sm_XY and at least one .entry;
   - every kernel the host code launches (a "_kernel_..." string outside the PTX) is an .entry;
   - each module assembles with ptxas for every architecture asked for that is at least its own
@@ -14,7 +15,7 @@ With --spill-free N, each kernel is also assembled as Halide's CUDA runtime load
 registers a thread (HL_CUDA_JIT_MAX_REGISTERS; Halide's default is 64), and must need no spill
 stores or loads. (At most 128, two blocks of up to 256 threads fit an SM's 65536 registers.)
 
-usage: check_ptx.py [--spill-free N] PTXAS ARCHS(comma-separated, e.g. sm_80,sm_90) LIBRARY.a...
+usage: check_ptx.py [--spill-free N] PTXAS ARCHS(comma-separated, e.g. sm_80,sm_90) LIBRARY.a:FUNCTION...
 Exit 77 (ctest: skipped) when ptxas is not installed.
 """
 import os
@@ -68,7 +69,7 @@ def main():
         print(f"SKIP: {ptxas} not found (the CUDA toolkit)")
         return 77
     if not libraries or any(sm(a) is None for a in archs):
-        print(f"usage: {sys.argv[0]} PTXAS sm_XY[,sm_XY...] LIBRARY.a...")
+        print(f"usage: {sys.argv[0]} PTXAS sm_XY[,sm_XY...] LIBRARY.a:FUNCTION...")
         return 2
     failures = 0
 
@@ -77,8 +78,8 @@ def main():
         print(f"FAIL {message}")
         failures += 1
 
-    for lib in libraries:
-        name = os.path.basename(lib).removesuffix(".a")
+    for library in libraries:
+        lib, _, name = library.rpartition(":")
         symbols = subprocess.run(["nm", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
         if not re.search(rf"\bT {re.escape(name)}$", symbols, re.M):
             fail(f"{name}: the library does not define {name}()")
