@@ -17,6 +17,8 @@
 #include <fstream>
 #include <random>
 
+#include "dsl/gradient.hpp"
+#include "runtime/gradients.hpp"
 #include "runtime/jit.hpp"
 #include "runtime/private_temp_dir.hpp"
 #include "runtime/tuning_db.hpp"
@@ -240,6 +242,39 @@ BOOST_AUTO_TEST_CASE(jit_uses_the_record_when_dims_are_bound) {
   write_text(file, "not json");  // a corrupt database: reported, the default used
   const auto fallback = attn::jit(causal_attention, {.bind = {T = 91}});
   BOOST_TEST(fallback.compiled().describe().find("source=default") != std::string::npos);
+}
+
+// The fused backward's tiles are searched too (the forward's parameters stay the default's), and
+// jit_gradients uses the record for the gradient graph's signature.
+BOOST_AUTO_TEST_CASE(the_backward_is_tuned_and_its_record_used) {
+  const attn::ir::graph backward = attn::ir::gradient(to_ir(causal_attention));
+  attn::tune::tune_options o;
+  o.sizes = {{"T", 100}};
+  o.budget_seconds = 6;
+  o.autoschedulers = {};
+  o.log = nullptr;
+  const attn::tune::tune_result r = attn::tune::tune(backward, o);
+  BOOST_TEST(r.candidates.size() >= 2u);
+  const attn::gen::flash_schedule def = attn::gen::parse_flash_schedule(r.default_candidate().schedule, {});
+  for (const attn::tune::candidate& c : r.candidates) {
+    const attn::gen::flash_schedule s = attn::gen::parse_flash_schedule(c.schedule, {});
+    BOOST_TEST((s.q_tile == def.q_tile && s.q_unroll == def.q_unroll && s.vector == def.vector), c.schedule);
+  }
+  BOOST_TEST(attn::tune::pruned_backward_grid(def, {100, 100, 16, def.vector}).size() >= 4u);
+
+  const attn::detail::private_temp_dir dir;
+  const fs::path file = dir.path() / "tuning.json";
+  auto rec = attn::tune::make_record(r, o);
+  attn::gen::flash_schedule recognisable = def;
+  recognisable.backward_q_tile = 32;
+  rec.schedule = to_string(recognisable);
+  attn::write_tuning_records(file, {rec});
+  const scoped_env env("ATTN_TUNING_DB", file.c_str());
+  const auto tuned = attn::jit_gradients(causal_attention, {.bind = {T = 90}});
+  BOOST_TEST(tuned.describe().find("source=tuned") != std::string::npos, tuned.describe());
+  BOOST_TEST(tuned.compiled().schedule().find("backward_q_tile=32") != std::string::npos, tuned.compiled().schedule());
+  const auto forward = attn::jit(causal_attention, {.bind = {T = 90}});  // another signature: not the backward's record
+  BOOST_TEST(forward.compiled().describe().find("source=default") != std::string::npos, forward.compiled().describe());
 }
 
 // Autoschedulers run in a child process, each within what is left of their share of the budget:

@@ -12,13 +12,14 @@
 // target that cannot be used, a database file that may not be written, a summary file that cannot be).
 #include <charconv>
 #include <cmath>
-#include <deque>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <CLI/CLI.hpp>
 #include <Halide.h>
 #include <nlohmann/json.hpp>
+#include "dsl/gradient.hpp"
 #include "generators/aot/registry.hpp"
 #include "generators/autoschedule.hpp"
 #include "generators/cpu/flash_schedule.hpp"
@@ -165,7 +166,7 @@ int run(int argc, char** argv) {
   double budget = 60;
   std::string db, target = "host", summary_file;
   std::vector<std::string> autos = attn::gen::autoscheduler_names(), given;
-  bool no_search = false, dry_run = false, list = false;
+  bool no_search = false, dry_run = false, list = false, gradients = false;
   std::vector<std::string> autoscheduler_choices = attn::gen::autoscheduler_names();
   autoscheduler_choices.push_back("none");
   app.add_option("kernels", kernels, "kernels to tune: names listed below");
@@ -181,6 +182,8 @@ int run(int argc, char** argv) {
   app.add_option("--schedule", given, "a schedule to try too (repeatable), e.g. 'q_tile=24 kv_tile=192' (parameters not given: the default's)")
       ->allow_extra_args(false)
       ->check(CLI::Validator(check_schedule, "SCHEDULE"));
+  app.add_flag("--gradients", gradients,
+               "tune the kernels' gradients (attn::jit_gradients, attn-gen --gradients): the fused backward's tiles");
   app.add_flag("--no-search", no_search, "only the default, the autoschedulers and the schedules given");
   app.add_flag("--dry-run", dry_run, "do not write the database");
   app.add_option("--summary", summary_file, "append one JSON line per kernel to this file (scripts/tune_bench.sh)");
@@ -247,9 +250,9 @@ int run(int argc, char** argv) {
       o.search = !no_search;
       std::string sizes;
       for (const auto& [d, n] : k.sizes) sizes += " " + d + "=" + std::to_string(n);
-      std::printf("%s%s (budget %.0f s)\n", name.c_str(), sizes.c_str(), budget);
+      std::printf("%s%s%s (budget %.0f s)\n", name.c_str(), gradients ? ", gradients" : "", sizes.c_str(), budget);
       std::fflush(stdout);
-      const tune_result r = tune(k.entry->graph, o);
+      const tune_result r = tune(gradients ? attn::ir::gradient(k.entry->graph) : k.entry->graph, o);
       const double def = r.default_candidate().seconds();
       print_row("default", &r.default_candidate(), def);
       print_row("tuned", &r.best(), def);

@@ -56,8 +56,22 @@ const gen::parameter<S>& parameter_of(const axis& ax) {
 }
 
 // The cartesian product of the axes' grids over `start`, one axis at a time; the plausible ones.
+// The fused backward's tiles (CPU): its query tile, whether it sweeps (the key tiles then the same),
+// and the key tile where it does not; the forward's parameters stay the default's.
+const std::vector<axis>& backward_axes() {
+  static const std::vector<axis> a{
+      {"backward_q_tile", {32, 64, 128, 256}, {16, 32, 48, 64, 96, 128, 192, 256, 384}},
+      {"backward_sweep", {0, 1}, {0, 1}},
+      {"kv_tile", {64, 128, 256}, {32, 48, 64, 96, 128, 192, 256, 384, 512}},
+  };
+  return a;
+}
+
 template <class S>
-std::vector<S> grid_of(const std::vector<axis>& axes, const S& start, const attention_sizes& a) {
+using plausibility = bool (*)(const S&, const attention_sizes&);
+
+template <class S>
+std::vector<S> grid_of(const std::vector<axis>& axes, const S& start, const attention_sizes& a, plausibility<S> keep) {
   std::vector<S> out{start};
   for (const axis& ax : axes) {
     const gen::parameter<S>& p = parameter_of<S>(ax);
@@ -70,12 +84,12 @@ std::vector<S> grid_of(const std::vector<axis>& axes, const S& start, const atte
       }
     out = std::move(next);
   }
-  std::erase_if(out, [&](const S& s) { return !plausible(s, a); });
+  std::erase_if(out, [&](const S& s) { return !keep(s, a); });
   return out;
 }
 
 template <class S>
-std::vector<S> neighbours_of(const std::vector<axis>& axes, const S& s, const attention_sizes& a) {
+std::vector<S> neighbours_of(const std::vector<axis>& axes, const S& s, const attention_sizes& a, plausibility<S> keep) {
   std::vector<S> out;
   for (const axis& ax : axes) {
     const gen::parameter<S>& p = parameter_of<S>(ax);
@@ -89,7 +103,7 @@ std::vector<S> neighbours_of(const std::vector<axis>& axes, const S& s, const at
     for (int n : near) {
       S t = s;
       p.set(t, n);
-      if (plausible(t, a) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      if (keep(t, a) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
     }
   }
   return out;
@@ -122,10 +136,31 @@ bool plausible(const flash_schedule& s, const attention_sizes& a) {
 std::vector<flash_schedule> pruned_grid(const attention_sizes& a) {
   flash_schedule start;
   start.vector = a.vector;
-  return grid_of(cpu_axes(), start, a);
+  return grid_of<flash_schedule>(cpu_axes(), start, a, plausible);
 }
 
-std::vector<flash_schedule> neighbours(const flash_schedule& s, const attention_sizes& a) { return neighbours_of(cpu_axes(), s, a); }
+std::vector<flash_schedule> neighbours(const flash_schedule& s, const attention_sizes& a) {
+  return neighbours_of<flash_schedule>(cpu_axes(), s, a, plausible);
+}
+
+bool plausible_backward(const flash_schedule& s, const attention_sizes& a) {
+  try {
+    flash_schedule::parameters().check(s);  // the rules between parameters (kv_tile against partial_tile, ...)
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  return s.vector == a.vector && s.kv_tile % s.vector == 0 && (!s.backward_sweep || s.backward_q_tile % s.vector == 0) &&
+         s.backward_q_tile <= std::max<std::int64_t>(ceil2(a.nq), s.vector) &&
+         s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 4 * s.vector);
+}
+
+std::vector<flash_schedule> pruned_backward_grid(const flash_schedule& start, const attention_sizes& a) {
+  return grid_of<flash_schedule>(backward_axes(), start, a, plausible_backward);
+}
+
+std::vector<flash_schedule> backward_neighbours(const flash_schedule& s, const attention_sizes& a) {
+  return neighbours_of<flash_schedule>(backward_axes(), s, a, plausible_backward);
+}
 
 bool plausible(const flash_gpu_schedule& s, const attention_sizes& a) {
   constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
@@ -142,16 +177,22 @@ bool plausible(const flash_gpu_schedule& s, const attention_sizes& a) {
          s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 32) && s.q_tile <= std::max<std::int64_t>(ceil2(a.nq), 32);
 }
 
-std::vector<flash_gpu_schedule> pruned_gpu_grid(const attention_sizes& a) { return grid_of(gpu_axes(), flash_gpu_schedule{}, a); }
-
-std::vector<flash_gpu_schedule> neighbours(const flash_gpu_schedule& s, const attention_sizes& a) {
-  return neighbours_of(gpu_axes(), s, a);
+std::vector<flash_gpu_schedule> pruned_gpu_grid(const attention_sizes& a) {
+  return grid_of<flash_gpu_schedule>(gpu_axes(), flash_gpu_schedule{}, a, plausible);
 }
 
-std::vector<std::string> search_space::grid() const { return gpu_ ? texts(pruned_gpu_grid(sizes_)) : texts(pruned_grid(sizes_)); }
+std::vector<flash_gpu_schedule> neighbours(const flash_gpu_schedule& s, const attention_sizes& a) {
+  return neighbours_of<flash_gpu_schedule>(gpu_axes(), s, a, plausible);
+}
+
+std::vector<std::string> search_space::grid() const {
+  if (backward_) return texts(pruned_backward_grid(gen::parse_flash_schedule(*backward_, {}), sizes_));
+  return gpu_ ? texts(pruned_gpu_grid(sizes_)) : texts(pruned_grid(sizes_));
+}
 
 std::vector<std::string> search_space::neighbours(const std::string& schedule) const {
   if (gpu_) return texts(tune::neighbours(gen::parse_flash_gpu_schedule(schedule, {}), sizes_));
+  if (backward_) return texts(backward_neighbours(gen::parse_flash_schedule(schedule, {}), sizes_));
   return texts(tune::neighbours(gen::parse_flash_schedule(schedule, {}), sizes_));
 }
 

@@ -5,6 +5,7 @@
 // schedule (one parameter one step away on a finer scale) for local refinement around the leaders.
 // The axes name the parameters of the schedule's table (parameter_table.hpp), which sets them.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 #include "generators/gpu/flash_gpu_schedule.hpp"
@@ -47,11 +48,20 @@ std::vector<gen::flash_gpu_schedule> pruned_gpu_grid(const attention_sizes& a);
 // The plausible GPU schedules one step away from s along one parameter's finer scale.
 std::vector<gen::flash_gpu_schedule> neighbours(const gen::flash_gpu_schedule& s, const attention_sizes& a);
 
+// The fused backward's (CPU): the vector and the forward's parameters as `start`'s, backward_q_tile
+// ∈ {32, 64, 128, 256}, backward_sweep ∈ {0, 1}, kv_tile ∈ {64, 128, 256} (its key tiles where it
+// does not sweep); schedules the parameters' rules allow, tiles that are whole vectors, no larger
+// than the problem (rounded up to a power of two).
+bool plausible_backward(const gen::flash_schedule& s, const attention_sizes& a);
+std::vector<gen::flash_schedule> pruned_backward_grid(const gen::flash_schedule& start, const attention_sizes& a);
+std::vector<gen::flash_schedule> backward_neighbours(const gen::flash_schedule& s, const attention_sizes& a);
+
 // The candidates above as schedule texts (jit_options::schedule), for a GPU target's fused schedule
-// or a CPU target's.
+// or a CPU target's, forward or (given the default's schedule, `backward`) backward.
 class search_space {
  public:
-  search_space(bool gpu, const attention_sizes& a) : gpu_(gpu), sizes_(a) {}
+  search_space(bool gpu, const attention_sizes& a, std::optional<std::string> backward = std::nullopt)
+      : gpu_(gpu), sizes_(a), backward_(std::move(backward)) {}
   std::vector<std::string> grid() const;
   // Throws std::invalid_argument if `schedule` is not a schedule of this space's target.
   std::vector<std::string> neighbours(const std::string& schedule) const;
@@ -59,6 +69,7 @@ class search_space {
  private:
   bool gpu_;
   attention_sizes sizes_;
+  std::optional<std::string> backward_;  // the default backward schedule the search starts from
 };
 
 }  // namespace attn::tune

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <Halide.h>
+#include "dsl/gradient.hpp"
 #include "dsl/printer.hpp"
 #include "generators/fused/attention_pattern.hpp"
 #include "compile_in_child.hpp"
@@ -14,6 +15,7 @@
 #include "progress.hpp"
 #include "runtime/cache_dir.hpp"
 #include "runtime/jit.hpp"
+#include "runtime/lowering_choice.hpp"
 #include "runtime/tuning_key.hpp"
 #include "search_space.hpp"
 
@@ -47,7 +49,7 @@ std::int64_t size_of(const ir::dim& d, const dim_sizes& sizes) {
 // The search's view of the (first) attention: its sizes.
 attention_sizes sizes_for_search(const ir::graph& g, const dim_sizes& sizes) {
   attention_sizes a;
-  const std::vector<gen::attention_match> found = gen::find_attention(g);
+  const std::vector<gen::attention_match> found = detail::fused_attentions(g, Halide::Target("host"));  // a gradient graph's too
   if (found.empty()) return a;
   const ir::node& w = g.at(found.front().weights);
   const std::size_t r = w.shape.size();
@@ -142,6 +144,7 @@ class search {
     attention_sizes a = sizes_for_search(g_, o_.sizes);
     const bool gpu = Halide::Target(target).has_gpu_feature();
     if (!gpu) a.vector = gen::parse_flash_schedule(default_schedule, {}).vector;
+    if (ir::is_gradient(g_) && !gpu) return search_space(gpu, a, default_schedule);
     return search_space(gpu, a);
   }
 
@@ -217,21 +220,33 @@ class search {
       return;
     }
     if (o_.output_hook) o_.output_hook(c.schedule, std::span<float>(out.output.values()));
+    std::vector<tensor<float>> got;  // every output: a gradient graph's more outputs too
+    got.push_back(std::move(out.output));
+    for (tensor<float>& m : out.more) got.push_back(std::move(m));
     if (index == 0) {
-      reference_ = std::move(out.output);
-      result_ = tensor<float>(reference_.sizes());
-    } else if (const check_result chk = check_output(reference_.values(), out.output.values()); !chk.ok) {
-      fail(c, outcome::wrong, chk.describe());
-      return;
+      reference_ = std::move(got);
+      results_.clear();
+      for (const tensor<float>& r : reference_) results_.emplace_back(r.sizes());
+    } else {
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (const check_result chk = check_output(reference_[i].values(), got[i].values()); !chk.ok) {
+          fail(c, outcome::wrong, (i == 0 ? std::string() : "output " + std::to_string(i + 1) + ": ") + chk.describe());
+          return;
+        }
     }
-    const tensor_view result = result_.view();
-    c.times = time_runs([&] { k->run_into(in_.views, result, nullptr); }, o_.timing, best_);
+    c.times = time_runs([&] { run_into_results(*k); }, o_.timing, best_);
     c.median_s = median(c.times);
     c.status = outcome::ok;
     medians_[index] = c.median_s;
     keep_if_leader(index, k, r);
     if (best_ == 0 || c.median_s < best_) best_ = c.median_s;
     progress_.update(r.candidates.size(), r.planned, best_ * 1e3, left(), c.origin + " " + c.schedule);
+  }
+
+  void run_into_results(const compiled_kernel& k) {
+    std::vector<tensor_view> more;
+    for (std::size_t i = 1; i < results_.size(); ++i) more.push_back(results_[i].view());
+    k.run_into(in_.views, results_.front().view(), nullptr, nullptr, more);
   }
 
   void fail(candidate& c, outcome why, const std::string& message) {
@@ -252,10 +267,9 @@ class search {
   void retime_leaders(tune_result& r) {
     std::vector<std::size_t> who;
     std::vector<std::function<void()>> fns;
-    const tensor_view result = result_.view();
     for (const auto& [i, k] : kept_) {
       who.push_back(i);
-      fns.push_back([this, k = k, result] { k->run_into(in_.views, result, nullptr); });
+      fns.push_back([this, k = k] { run_into_results(*k); });
     }
     const std::vector<std::vector<double>> times = time_interleaved(fns, std::max(1, o_.rounds));
     for (std::size_t j = 0; j < who.size(); ++j) r.candidates[who[j]].final_times = times[j];
@@ -270,7 +284,7 @@ class search {
   jit_options base_;
   kernel_inputs in_;
   progress progress_;
-  tensor<float> reference_, result_;
+  std::vector<tensor<float>> reference_, results_;  // the default's outputs; where candidates write theirs
   std::string default_schedule_;
   std::set<std::string> tried_;
   std::map<std::size_t, kernel_ptr> kept_;

@@ -70,7 +70,7 @@ std::vector<backward_match> find_backward(const ir::graph& g) {
   forward.nodes.resize(static_cast<std::size_t>(first_gradient));
   forward.terminals.resize(static_cast<std::size_t>(dy));
   const std::vector<attention_match> found = find_attention(forward);
-  if (found.size() != 1 || !found.front().normalised()) return {};
+  if (found.size() != 1) return {};
   backward_match m;
   m.forward = found.front();
   for (int i = first_gradient; i < static_cast<int>(g.nodes.size()); ++i) {
@@ -86,11 +86,11 @@ std::vector<backward_match> find_backward(const ir::graph& g) {
     if (is_transposed_pair(g, m, i)) continue;  // its readers are checked as exits
     pair_exit e;
     if (as_exit(g, m, i, e)) m.exits.push_back(e);
-    else if (m.row_dot >= 0 || !as_row_dot(g, m, i)) return {};
+    else if (!m.forward.normalised() || m.row_dot >= 0 || !as_row_dot(g, m, i)) return {};
   }
   for (int o : g.outputs())
     if (is_pair_node(g, m, o) || is_transposed_pair(g, m, o)) return {};
-  if (m.exits.empty() || m.row_dot < 0) return {};
+  if (m.exits.empty() || (m.forward.normalised() && m.row_dot < 0)) return {};
   return {m};
 }
 

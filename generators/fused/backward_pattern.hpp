@@ -1,10 +1,11 @@
 #pragma once
-// Finds, in a gradient graph (dsl/gradient.hpp), the backward of a softmax attention that the
-// fused backward computes tile by tile. The nodes that span the attention's (queries, keys) ("pair
+// Finds, in a gradient graph (dsl/gradient.hpp), the backward of an attention (softmax, or
+// softmax-free: f(S)·V) that the fused backward computes tile by tile. The nodes that span the attention's (queries, keys) ("pair
 // nodes": the scores, P, dP = dO·Vᵀ, dS and what the masks and modifiers make of it) are then
 // never stored: each is evaluated per tile, and they leave the tiles only through products that
 // contract the keys (a row exit, dS·K: one row of results per query) or the queries (a column
-// exit, Pᵀ·dO or Qᵀ·dS: one per key). Softmax's row term Σ_k P·dP is rowsum(dO ∘ O).
+// exit, Pᵀ·dO or Qᵀ·dS: one per key). Softmax's row term Σ_k P·dP is rowsum(dO ∘ O); softmax-free
+// attention has none (dS = dP ∘ f'(S), elementwise).
 // Anything else reading a pair node (a table's scatter-add, a sum to a per-head slope) leaves
 // the gradient to the generic lowering. Halide-free.
 #include <vector>
@@ -25,6 +26,7 @@ struct pair_exit {
 
 struct backward_match {
   attention_match forward;  // node indices of the gradient graph (the forward's are its first)
+  // Softmax only (-1 for softmax-free attention):
   int row_dot = -1;         // sum_to(weighted(P, dP)) (.., Nq, 1): rowsum(dO ∘ O) with dO = output_adjoint
   int output_adjoint = -1;  // the combine's adjoint, dO
   std::vector<pair_exit> exits;

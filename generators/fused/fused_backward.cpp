@@ -37,6 +37,13 @@ class builder {
   void run() {
     s_.tiled_dims.insert(w_.shape[w_.shape.size() - 2].name);
     s_.tiled_dims.insert(w_.shape.back().name);
+    define_mask_shape();
+    if (!m_.forward.normalised()) {  // f(S) and dS = dP ∘ f'(S): the tiles evaluate the graph's own nodes
+      define_passes();
+      define_exits();
+      s_.out.backward.push_back(b_);
+      return;
+    }
     // What the forward saved: the lse for P, and O for the row term where the output is O itself
     // (the combine's adjoint is dY). Else the forward's fused kernel, with its log-sum-exp, runs
     // in this pipeline.
@@ -52,15 +59,9 @@ class builder {
       rules_.func(m_.forward.combine);
       lse_ = s_.out.flash.back().lse;
     }
-    define_mask_shape();
     define_row_dot();
     s_.tile.given[m_.forward.softmax] = [this](const std::vector<Expr>& idx) { return probability(idx); };
-    if (sweep_) {
-      define_sweep();
-    } else {
-      define_pass(backward_order::by_query);
-      define_pass(backward_order::by_key);
-    }
+    define_passes();
     s_.tile.given.erase(m_.forward.softmax);
     define_exits();
     s_.out.backward.push_back(b_);
@@ -68,6 +69,15 @@ class builder {
 
  private:
   std::vector<Expr> lead_row_major() const { return {b_.lead.rbegin(), b_.lead.rend()}; }
+
+  void define_passes() {
+    if (sweep_) {
+      define_sweep();
+    } else {
+      define_pass(backward_order::by_query);
+      define_pass(backward_order::by_key);
+    }
+  }
 
   // (first..., lead innermost first..., batch)
   std::vector<Expr> tile_args(std::vector<Expr> first) const {
@@ -89,6 +99,7 @@ class builder {
     f(s_.args_of(n, at)) += rules_.value(m_.output_adjoint, s_.broadcast_index(m_.output_adjoint, row), {}) *
                             rules_.value(output_, s_.broadcast_index(output_, row), {});
     s_.funcs.emplace(m_.row_dot, f);
+    s_.out.materialised.push_back(m_.row_dot);
     s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::sum, {}, {}, {}, {}, s_.static_extents(n), {}});
     b_.row_dot = f;
   }
