@@ -7,7 +7,7 @@ include(CMakePackageConfigHelpers)
 set(attn_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/attnforge)
 
 install(DIRECTORY dsl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnforge FILES_MATCHING PATTERN "*.hpp")
-install(FILES runtime/jit.hpp runtime/gradients.hpp runtime/named_call.hpp runtime/kernel.hpp runtime/tensor.hpp runtime/limits.hpp runtime/errors.hpp
+install(FILES runtime/jit.hpp runtime/gradients.hpp runtime/named_call.hpp runtime/kernel.hpp runtime/tensor.hpp runtime/half_floats.hpp runtime/limits.hpp runtime/errors.hpp
               runtime/aot_compile.hpp runtime/disk_cache.hpp runtime/kernel_buffer.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnforge/runtime)
 install(FILES generators/aot/registry.hpp generators/aot/named_variants.hpp generators/aot/call_context.h

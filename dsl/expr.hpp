@@ -13,10 +13,12 @@ namespace attn::dsl {
 enum class terminal_kind { input, weight, int_input };
 
 // A tensor the kernel reads. Inputs and integer inputs have a batch dim; weights are shared by the batch.
-template <fixed_string Name, terminal_kind Kind, class... Dims>
+// Element: a float tensor's type in memory (read as float32).
+template <fixed_string Name, terminal_kind Kind, ir::element Element, class... Dims>
 struct terminal {
   static constexpr auto name_text = Name;
   static constexpr terminal_kind kind = Kind;
+  static constexpr ir::element element = Element;
   using shape_type = hana::tuple<Dims...>;
   static constexpr bool batched = Kind != terminal_kind::weight;
   static constexpr bool free_placeholders = false;
@@ -63,7 +65,7 @@ struct shaped<shape_error<M>> {
 };
 
 template <class T> struct is_expression : std::false_type {};
-template <fixed_string N, terminal_kind K, class... D> struct is_expression<terminal<N, K, D...>> : std::true_type {};
+template <fixed_string N, terminal_kind K, ir::element E, class... D> struct is_expression<terminal<N, K, E, D...>> : std::true_type {};
 template <> struct is_expression<constant> : std::true_type {};
 template <class D> struct is_expression<dim_value<D>> : std::true_type {};
 template <ir::placeholder W> struct is_expression<placeholder<W>> : std::true_type {};
@@ -141,16 +143,21 @@ inline constexpr std::size_t rank_of = rank_v<typename E::shape_type>;
 
 // ---- terminals and placeholders a user writes ----
 
-template <fixed_string Name, class... Dims>
+// Element types of float tensors in memory: input<"k", bf16>(H, T, Dh). float32 by default.
+inline constexpr ir::element f32 = ir::element::f32;
+inline constexpr ir::element bf16 = ir::element::bf16;
+inline constexpr ir::element f16 = ir::element::f16;
+
+template <fixed_string Name, ir::element Element = f32, class... Dims>
 constexpr auto input(Dims...) {
   static_assert((is_dim_v<Dims> && ...), "input<\"name\">(dims...) takes dims");
-  return terminal<Name, terminal_kind::input, Dims...>{};
+  return terminal<Name, terminal_kind::input, Element, Dims...>{};
 }
 
-template <fixed_string Name, class... Dims>
+template <fixed_string Name, ir::element Element = f32, class... Dims>
 constexpr auto weight(Dims...) {
   static_assert((is_dim_v<Dims> && ...), "weight<\"name\">(dims...) takes dims");
-  return terminal<Name, terminal_kind::weight, Dims...>{};
+  return terminal<Name, terminal_kind::weight, Element, Dims...>{};
 }
 
 // Integer (int32) data with a batch dim: per-token document ids, positions, bucket indices; read
@@ -158,13 +165,13 @@ constexpr auto weight(Dims...) {
 template <fixed_string Name, class... Dims>
 constexpr auto int_input(Dims...) {
   static_assert((is_dim_v<Dims> && ...), "int_input<\"name\">(dims...) takes dims");
-  return terminal<Name, terminal_kind::int_input, Dims...>{};
+  return terminal<Name, terminal_kind::int_input, f32, Dims...>{};
 }
 
 // Per-sequence valid lengths (int32, one per batch element), for key padding: an integer input
 // without dims.
 template <fixed_string Name>
-inline constexpr terminal<Name, terminal_kind::int_input> lengths{};
+inline constexpr terminal<Name, terminal_kind::int_input, f32> lengths{};
 
 inline constexpr placeholder<ir::placeholder::score> score{};
 inline constexpr placeholder<ir::placeholder::q_idx> q_idx{};

@@ -26,8 +26,8 @@ struct gather_op {
   }
 };
 
-template <fixed_string N, terminal_kind K, class... D, operand... I>
-constexpr auto gather(const terminal<N, K, D...>& table, const I&... indices) {
+template <fixed_string N, terminal_kind K, ir::element E, class... D, operand... I>
+constexpr auto gather(const terminal<N, K, E, D...>& table, const I&... indices) {
   return make_node(gather_op{}, table, indices...);
 }
 

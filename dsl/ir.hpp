@@ -141,6 +141,14 @@ struct dim {
   constexpr bool operator==(const dim&) const = default;
 };
 
+// A float tensor's element type in memory. Arithmetic, the online softmax's state and every sum
+// are float32 whatever it is: a tensor's elements are converted as they are read.
+enum class element : std::uint8_t { f32, bf16, f16 };
+
+constexpr std::string_view element_name(element e) {
+  return e == element::bf16 ? "bfloat16" : e == element::f16 ? "float16" : "float32";
+}
+
 struct node {
   op kind{};
   std::vector<int> args;
@@ -149,6 +157,7 @@ struct node {
   std::string_view name;   // terminals: the tensor's name; dim_value: the dim's name
   double value = 0;        // constant's value
   int param = 0;           // placeholder id, unsqueeze axis, product_kind
+  element type = element::f32;  // input and weight: the tensor's element type in memory
   constexpr bool operator==(const node&) const = default;
 };
 
@@ -237,7 +246,8 @@ inline std::string serialize(const graph& g) {
   for (const auto& n : g.nodes) {
     s += std::string(op_name(n.kind)) + (n.batched ? "[b]" : "") + "(";
     for (int a : n.args) s += std::to_string(a) + ",";
-    s += ")" + std::string(n.name) + ":" + exact_text(n.value) + ":" + std::to_string(n.param) + "{";
+    s += ")" + std::string(n.name) + ":" + exact_text(n.value) + ":" + std::to_string(n.param) +
+         (n.type == element::f32 ? "" : "@" + std::string(element_name(n.type))) + "{";
     for (const auto& d : n.shape)
       s += std::string(d.name) + "=" + std::to_string(d.size) + "/" + std::to_string(static_cast<int>(d.role)) + ",";
     s += "};";

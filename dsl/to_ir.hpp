@@ -59,12 +59,13 @@ constexpr ir::node base_node(ir::op kind) {
   return n;
 }
 
-template <fixed_string N, terminal_kind K, class... D>
-constexpr int emit(builder& b, const terminal<N, K, D...>&) {
-  using E = terminal<N, K, D...>;
+template <fixed_string N, terminal_kind K, ir::element El, class... D>
+constexpr int emit(builder& b, const terminal<N, K, El, D...>&) {
+  using E = terminal<N, K, El, D...>;
   constexpr ir::op kinds[] = {ir::op::input, ir::op::weight, ir::op::int_input};
   ir::node n = base_node<E>(kinds[static_cast<int>(K)]);
-  n.name = terminal<N, K, D...>::name_text.view();
+  n.name = E::name_text.view();
+  n.type = El;
   return b.add_terminal(std::move(n));
 }
 

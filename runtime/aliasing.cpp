@@ -13,7 +13,7 @@ struct byte_range {
 };
 
 byte_range range_of(const tensor_view& v) {
-  constexpr std::int64_t element = 4;  // float32 and int32
+  const std::int64_t element = dtype_bytes(v.type);
   std::int64_t low = 0, high = 0;      // offsets in elements; views passed the int32 limits, no overflow
   for (int k = 0; k < v.rank; ++k) {
     const std::int64_t reach = (v.size(k) - 1) * v.stride(k);

@@ -265,17 +265,25 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   // Halide wants unit innermost strides: copy the few views that lack one.
   std::vector<tensor<float>> float_copies;
   std::vector<tensor<std::int32_t>> int_copies;
+  std::vector<tensor<bfloat16>> bf16_copies;
+  std::vector<tensor<float16>> f16_copies;
   auto usable = [&](const tensor_view& v) -> tensor_view {
     if (detail::halide_compatible(v)) return v;
     std::vector<std::int64_t> sizes(v.sizes.begin(), v.sizes.begin() + v.rank);
     tensor_view dense;
-    if (v.type == dtype::f32) dense = float_copies.emplace_back(sizes).view();
-    else dense = int_copies.emplace_back(sizes).view();
+    switch (v.type) {
+      case dtype::f32: dense = float_copies.emplace_back(sizes).view(); break;
+      case dtype::i32: dense = int_copies.emplace_back(sizes).view(); break;
+      case dtype::bf16: dense = bf16_copies.emplace_back(sizes).view(); break;
+      case dtype::f16: dense = f16_copies.emplace_back(sizes).view(); break;
+    }
     detail::strided_copy(v, dense);
     return dense;
   };
   float_copies.reserve(inputs.size() + results.size());
   int_copies.reserve(inputs.size());
+  bf16_copies.reserve(inputs.size());
+  f16_copies.reserve(inputs.size());
 
   std::vector<std::unique_ptr<detail::halide_buffer>> buffers;
   for (std::size_t i = 0; i < inputs.size(); ++i) {

@@ -20,7 +20,9 @@ struct halide_buffer {
     // Halide requires the innermost stride to be 1; a size-1 axis may claim it.
     if (!dims.empty() && dims.front().extent == 1) dims.front().stride = 1;
     buf.host = static_cast<uint8_t*>(v.data);
-    buf.type = v.type == dtype::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_int, 32);
+    constexpr halide_type_t types[] = {halide_type_t(halide_type_float, 32), halide_type_t(halide_type_int, 32),
+                                       halide_type_t(halide_type_bfloat, 16), halide_type_t(halide_type_float, 16)};
+    buf.type = types[static_cast<int>(v.type)];
     buf.dimensions = static_cast<int32_t>(dims.size());
     buf.dim = dims.data();
     buf.flags = halide_buffer_flag_host_dirty;  // for a GPU kernel: the values are on the host, copy them over
@@ -39,14 +41,14 @@ struct halide_buffer {
   halide_buffer& operator=(const halide_buffer&) = delete;
 };
 
-// Copies src into dst element by element (same sizes, 4-byte elements, any strides).
+// Copies src into dst element by element (same sizes and element type, any strides).
 inline void strided_copy(const tensor_view& src, const tensor_view& dst) {
   std::vector<std::int64_t> i(static_cast<std::size_t>(src.rank), 0);
-  const std::int64_t n = src.elements();
+  const std::int64_t n = src.elements(), bytes = dtype_bytes(src.type);
   for (std::int64_t e = 0; e < n; ++e) {
     std::int64_t so = 0, d_o = 0;
     for (int k = 0; k < src.rank; ++k) so += i[static_cast<std::size_t>(k)] * src.stride(k), d_o += i[static_cast<std::size_t>(k)] * dst.stride(k);
-    std::memcpy(static_cast<char*>(dst.data) + d_o * 4, static_cast<const char*>(src.data) + so * 4, 4);
+    std::memcpy(static_cast<char*>(dst.data) + d_o * bytes, static_cast<const char*>(src.data) + so * bytes, static_cast<std::size_t>(bytes));
     for (int k = src.rank - 1; k >= 0; --k) {
       if (++i[static_cast<std::size_t>(k)] < src.size(k)) break;
       i[static_cast<std::size_t>(k)] = 0;

@@ -105,11 +105,17 @@ kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const d
 }
 
 std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source) {
-  if (!fused) return "path=generic";
+  // 16-bit tensors and how they are read: converted to float32 as loaded.
+  std::string read;
+  for (int t : g.terminals)
+    if (g.at(t).type != ir::element::f32)
+      read += (read.empty() ? " read=" : ",") + std::string(g.at(t).name) + ":" + std::string(ir::element_name(g.at(t).type));
+  if (!read.empty()) read += " (converted to float32 as loaded)";
+  if (!fused) return "path=generic" + read;
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);
   for (const gen::backward_match& m : gen::find_backward(g)) s += " backward=" + gen::to_string(g, m.forward);
-  return s + " schedule=[" + schedule + "] source=" + source;
+  return s + " schedule=[" + schedule + "] source=" + source + read;
 }
 
 }  // namespace attn::detail

@@ -42,8 +42,8 @@ struct kernel_pipeline {
 kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const dim_sizes& bound, const Halide::Target& target);
 
 // Which lowering, which schedule (the tiles the lowering settled on, or "auto=<autoscheduler>")
-// and where it came from (default, tuned: a tuning record, given: jit_options::schedule), in one
-// line (compiled_kernel::describe()).
+// and where it came from (default, tuned: a tuning record, given: jit_options::schedule), and the
+// tensors of 16-bit elements with how they are read, in one line (compiled_kernel::describe()).
 std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source);
 
 }  // namespace attn::detail

@@ -9,12 +9,17 @@
 #include <type_traits>
 #include <vector>
 #include "errors.hpp"
+#include "half_floats.hpp"
 
 namespace attn {
 
-enum class dtype { f32, i32 };
+enum class dtype { f32, i32, bf16, f16 };
 
-inline const char* dtype_name(dtype t) { return t == dtype::f32 ? "float32" : "int32"; }
+inline const char* dtype_name(dtype t) {
+  constexpr const char* names[] = {"float32", "int32", "bfloat16", "float16"};
+  return names[static_cast<int>(t)];
+}
+inline constexpr std::int64_t dtype_bytes(dtype t) { return t == dtype::bf16 || t == dtype::f16 ? 2 : 4; }
 
 namespace detail {
 // a * b, or shape_error when the product of sizes does not fit int64 (it would wrap silently).
@@ -29,8 +34,9 @@ inline std::int64_t checked_size_product(std::int64_t a, std::int64_t b, const c
 
 template <class T>
 constexpr dtype dtype_of() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>, "attn tensors hold float or int32_t");
-  return std::is_same_v<T, float> ? dtype::f32 : dtype::i32;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>,
+                "attn tensors hold float, int32_t, bfloat16 or float16");
+  return std::is_same_v<T, float> ? dtype::f32 : std::is_same_v<T, std::int32_t> ? dtype::i32 : std::is_same_v<T, bfloat16> ? dtype::bf16 : dtype::f16;
 }
 
 struct tensor_view {

@@ -34,7 +34,10 @@ call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs,
     const std::string name(t.name);
     const std::string who = "tensor '" + name + "'";
     if (v.data == nullptr) throw argument_error(who + ": null data pointer");
-    const dtype want = t.kind == ir::op::int_input ? dtype::i32 : dtype::f32;
+    const dtype want = t.kind == ir::op::int_input      ? dtype::i32
+                       : t.type == ir::element::bf16 ? dtype::bf16
+                       : t.type == ir::element::f16  ? dtype::f16
+                                                     : dtype::f32;
     if (v.type != want)
       throw dtype_error(who + ": expected " + dtype_name(want) + ", got " + dtype_name(v.type));
     const int rank = static_cast<int>(t.shape.size());

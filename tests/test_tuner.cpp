@@ -277,6 +277,20 @@ BOOST_AUTO_TEST_CASE(the_backward_is_tuned_and_its_record_used) {
   BOOST_TEST(forward.compiled().describe().find("source=default") != std::string::npos, forward.compiled().describe());
 }
 
+// The tuner's inputs are in each tensor's element type: a bfloat16 key/value cache is tuned as declared.
+BOOST_AUTO_TEST_CASE(sixteen_bit_tensors_are_tuned_in_their_type) {
+  constexpr auto kb = input<"k", bf16>(tuning_test::H, T, tuning_test::Dh);
+  constexpr auto vb = input<"v", bf16>(tuning_test::H, T, tuning_test::Dh);
+  attn::tune::tune_options o;
+  o.sizes = {{"T", 64}};
+  o.budget_seconds = 2;
+  o.autoschedulers = {};
+  o.search = false;
+  o.log = nullptr;
+  const attn::tune::tune_result r = attn::tune::tune(combine(softmax(causal(scaled_scores(tuning_test::q, kb))), vb), o);
+  BOOST_TEST((r.default_candidate().status == attn::tune::outcome::ok), r.default_candidate().message);
+}
+
 // Autoschedulers run in a child process, each within what is left of their share of the budget:
 // one past it is stopped and recorded as timed out (the tuner keeps to its budget); one that
 // finishes leaves its kernel in the disk cache, where the tuner loads it and checks it like any other.

@@ -20,6 +20,8 @@ kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned
   kernel_inputs in;
   in.floats.reserve(g.terminals.size());
   in.ints.reserve(g.terminals.size());
+  in.bf16s.reserve(g.terminals.size());
+  in.f16s.reserve(g.terminals.size());
   std::mt19937 rng(seed);
   for (int t : g.terminals) {
     const ir::node& n = g.at(t);
@@ -38,10 +40,14 @@ kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned
       continue;
     }
     const float scale = n.kind == ir::op::weight && !shape.empty() ? 1.0f / std::sqrt(float(shape.front())) : 1.0f;
-    tensor<float>& x = in.floats.emplace_back(std::move(shape));
     std::uniform_real_distribution<float> u(-scale, scale);
-    for (float& v : x.values()) v = u(rng);
-    in.views.push_back(x.view());
+    const auto fill = [&](auto& x) {
+      for (auto& v : x.values()) v = std::remove_reference_t<decltype(v)>(u(rng));
+      in.views.push_back(x.view());
+    };
+    if (n.type == ir::element::bf16) fill(in.bf16s.emplace_back(std::move(shape)));
+    else if (n.type == ir::element::f16) fill(in.f16s.emplace_back(std::move(shape)));
+    else fill(in.floats.emplace_back(std::move(shape)));
   }
   return in;
 }

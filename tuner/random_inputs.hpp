@@ -1,7 +1,8 @@
 #pragma once
 // Random tensors for every terminal of a graph at given sizes (batch of 1): what the tuner runs
 // its candidates on. Inputs uniform in [-1, 1]; weights scaled by 1/√rows so products stay O(1);
-// integer inputs: lengths (rank 0) the full length, others small values in [0, 3].
+// integer inputs: lengths (rank 0) the full length, others small values in [0, 3]. Each in its
+// tensor's element type.
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ using dim_sizes = std::map<std::string, std::int64_t, std::less<>>;
 struct kernel_inputs {
   std::vector<tensor<float>> floats;
   std::vector<tensor<std::int32_t>> ints;
+  std::vector<tensor<bfloat16>> bf16s;  // tensors declared bf16 or f16: the same values, rounded
+  std::vector<tensor<float16>> f16s;
   std::vector<tensor_view> views;  // one per terminal, in call order
 };
 

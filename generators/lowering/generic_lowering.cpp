@@ -79,7 +79,7 @@ Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placehol
   auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
   switch (n.kind) {
     case op::input: case op::weight: case op::int_input:
-      return s_.params.at(i)(s_.args_of(n, clamped_to_tensor(s_, i, idx)));
+      return s_.read(i, s_.args_of(n, clamped_to_tensor(s_, i, idx)));
     case op::constant: return Internal::make_const(Float(32), n.value);
     case op::dim_value: return cast<float>(s_.extent(n.name, static_cast<std::int64_t>(n.value)));
     case op::placeholder: {
@@ -155,7 +155,7 @@ Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placehol
         const Expr last = s_.extent(table.shape[k].name, table.shape[k].size) - 1;
         at.push_back(clamp(cast(Int(32), a(k + 1)), 0, last));
       }
-      return s_.params.at(n.args[0])(s_.args_of(table, at));
+      return s_.read(n.args[0], s_.args_of(table, at));
     }
     case op::repeat_heads: {  // (.., h, t, d) reads (.., h / (H / G), t, d)
       const std::size_t r = idx.size();

@@ -18,13 +18,23 @@ lowering_state::lowering_state(const ir::graph& g, const bound_dims& bound, cons
   }
   for (int t : g.terminals) {
     const ir::node& n = g.at(t);
-    Type type = n.kind == ir::op::int_input ? Int(32) : Float(32);
+    const Type type = n.kind == ir::op::int_input       ? Int(32)
+                      : n.type == ir::element::bf16     ? BFloat(16)
+                      : n.type == ir::element::f16      ? Float(16)
+                                                        : Float(32);
     int dims = static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0);
     params.emplace(t, ImageParam(type, dims, "p_" + std::string(n.name)));
     // A per-sequence scalar shared by the batch has batch stride 0: let its only dim have any stride.
     if (n.shape.empty() && n.batched) params.at(t).dim(0).set_stride(Expr());
     out.params.push_back(params.at(t));
   }
+}
+
+Expr lowering_state::read(int terminal, const std::vector<Expr>& at) const {
+  const Expr x = params.at(terminal)(at);
+  // bfloat16 is float32's upper half: widened by a shift, exactly (vector integer code on any CPU).
+  if (x.type().is_bfloat()) return reinterpret(Float(32), cast(UInt(32), reinterpret(UInt(16), x)) << 16);
+  return x.type().is_float() && x.type().bits() < 32 ? cast<float>(x) : x;
 }
 
 std::pair<Func, std::vector<Var>> lowering_state::new_func(const std::string& what, const ir::node& n) {

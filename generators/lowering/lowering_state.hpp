@@ -53,6 +53,8 @@ struct lowering_state {
 
   // A new Func for node n, with one Var per dim of n (row-major); its name starts with `what`.
   std::pair<Halide::Func, std::vector<Halide::Var>> new_func(const std::string& what, const ir::node& n);
+  // The terminal's element at `at` (Halide's argument order), a bfloat16 or float16 one as float32.
+  Halide::Expr read(int terminal, const std::vector<Halide::Expr>& at) const;
   // Row-major Vars of a node -> its Func's args (halide_args for Vars).
   std::vector<Halide::Var> halide_vars(const std::vector<Halide::Var>& row_major, bool batched) const;
   // Node n's Func args at a row-major index.

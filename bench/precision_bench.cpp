@@ -1,0 +1,102 @@
+// bfloat16 against float32 tensors, the same kernels otherwise: prefill (full and causal attention,
+// H = 8, T x T) and decode (a few queries against a long key/value cache). Each case's two kernels
+// run alternately, one call each per round; the table takes each one's best round. Prints a
+// Markdown table; scripts/precision_bench.sh runs it and files it in docs/performance.md.
+//   precision_bench [--quick] [--rounds N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+#include "dsl/dsl.hpp"
+#include "runtime/jit.hpp"
+
+namespace {
+
+using namespace attn::dsl;
+using attn::bfloat16;
+using attn::tensor;
+
+constexpr auto H = head_dim<"H", 8>;
+constexpr auto NQ = dim<"NQ">;
+constexpr auto NK = dim<"NK">;
+
+template <class T>
+tensor<T> random_tensor(std::vector<std::int64_t> sizes, std::mt19937& rng) {
+  tensor<T> t(std::move(sizes));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (T& x : t.values()) x = T(u(rng));
+  return t;
+}
+
+double seconds_of(const auto& call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The best time of each kernel over `rounds` rounds, alternating; a first call of each compiles.
+template <class K32, class K16, class... A32, class... A16>
+std::pair<double, double> best_times(const K32& k32, const K16& k16, int rounds, const std::tuple<A32...>& a32, const std::tuple<A16...>& a16) {
+  auto run32 = [&] { std::apply([&](const auto&... a) { (void)k32(a...); }, a32); };
+  auto run16 = [&] { std::apply([&](const auto&... a) { (void)k16(a...); }, a16); };
+  run32();
+  run16();
+  double b32 = 1e30, b16 = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    b32 = std::min(b32, seconds_of(run32));
+    b16 = std::min(b16, seconds_of(run16));
+  }
+  return {b32, b16};
+}
+
+template <std::int64_t D, bool Causal>
+auto expression(auto q, auto k, auto v) {
+  if constexpr (Causal) return combine(softmax(causal(scaled_scores(q, k))), v);
+  else return combine(softmax(scaled_scores(q, k)), v);
+}
+
+// One row: every tensor of the bfloat16 kernel is bfloat16 (the queries too).
+template <std::int64_t D, bool Causal>
+void row(const char* what, std::int64_t nq, std::int64_t nk, int rounds, std::mt19937& rng) {
+  constexpr auto Dh = dim<"Dh", D>;
+  const auto k32 = attn::jit(expression<D, Causal>(input<"q">(H, NQ, Dh), input<"k">(H, NK, Dh), input<"v">(H, NK, Dh)));
+  const auto k16 = attn::jit(expression<D, Causal>(input<"q", bf16>(H, NQ, Dh), input<"k", bf16>(H, NK, Dh), input<"v", bf16>(H, NK, Dh)));
+  const auto q = random_tensor<float>({1, 8, nq, D}, rng), k = random_tensor<float>({1, 8, nk, D}, rng), v = random_tensor<float>({1, 8, nk, D}, rng);
+  const auto qb = random_tensor<bfloat16>({1, 8, nq, D}, rng), kb = random_tensor<bfloat16>({1, 8, nk, D}, rng),
+             vb = random_tensor<bfloat16>({1, 8, nk, D}, rng);
+  const auto [t32, t16] = best_times(k32, k16, rounds, std::tuple{q, k, v}, std::tuple{qb, kb, vb});
+  std::printf("| %s | %lld | %lld | %lld | %.3f | %.3f | %.2fx |\n", what, static_cast<long long>(nq), static_cast<long long>(nk),
+              static_cast<long long>(D), t32 * 1e3, t16 * 1e3, t32 / t16);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int rounds = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: precision_bench [--quick] [--rounds N]\n");
+      return 2;
+    }
+  }
+  std::mt19937 rng(1);
+  std::printf("| case | queries | keys | Dh | float32 ms | bfloat16 ms | bfloat16 speed-up |\n|---|---|---|---|---|---|---|\n");
+  const std::vector<std::int64_t> lengths = quick ? std::vector<std::int64_t>{256} : std::vector<std::int64_t>{1024, 2048, 4096};
+  for (std::int64_t t : lengths) {
+    row<64, false>("prefill, full", t, t, rounds, rng);
+    row<128, false>("prefill, full", t, t, rounds, rng);
+    row<64, true>("prefill, causal", t, t, rounds, rng);
+    row<128, true>("prefill, causal", t, t, rounds, rng);
+  }
+  const std::vector<std::int64_t> caches = quick ? std::vector<std::int64_t>{2048} : std::vector<std::int64_t>{8192, 32768};
+  for (std::int64_t n : caches)
+    for (std::int64_t queries : {1, 8}) row<128, false>("decode", queries, n, quick ? 2 : 4 * rounds, rng);
+}

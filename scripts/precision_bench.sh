@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bfloat16 against float32 tensors in one command: builds precision_bench and prints one Markdown
+# table of prefill (full and causal, T x T, H = 8) and decode (1 and 8 queries against a long
+# key/value cache) with both element types, the same kernels otherwise, alternating in one run.
+#   bash scripts/precision_bench.sh [--quick] [--update-docs] [--threads N] [--rounds N]
+#     --quick          T = 256 and a cache of 2048 keys, few rounds: checks the pipeline only
+#     --update-docs    writes the table, with date, CPU, commit and this command, as this CPU's
+#                      section of the precision comparison in docs/performance.md
+#     --threads N      threads (HL_NUM_THREADS, default 2)
+#     --rounds N       rounds per case, both kernels in each (default 5; decode 4 times as many)
+# Run it on a quiet machine: other load on the cores changes every number.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+quick=0 update=0 threads=2 rounds=5
+command="bash scripts/precision_bench.sh${*:+$(printf ' %q' "$@")}"
+usage="usage: bash scripts/precision_bench.sh [--quick] [--update-docs] [--threads N] [--rounds N]"
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    --update-docs) update=1 ;;
+    --threads) threads=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+  shift
+done
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then echo "precision_bench.sh: --rounds wants a positive integer, got '$rounds'" >&2; exit 2; fi
+
+ATTN_JOBS=${ATTN_JOBS:-2} bash "$root/scripts/build.sh" --target precision_bench
+args=(--rounds "$rounds")
+((quick)) && args+=(--quick)
+table=$(HL_NUM_THREADS=$threads ATTN_TUNING_DB=off "$root/build/bench/precision_bench" "${args[@]}")
+echo "$table"
+if ((update)); then
+  "$root/.venv/bin/python" - "$root/bench" "$command" "$threads" "$table" <<'PY'
+import sys
+bench, command, threads, table = sys.argv[1:]
+sys.path.insert(0, bench)
+import performance_doc
+machine, date = performance_doc.cpu_model(), performance_doc.today()
+performance_doc.write_section("cpu-precision", machine, f"### {machine}, {date}\n\n{performance_doc.provenance(command)}: "
+                              f"{threads} threads, batch 1, H = 8; each time the best of its rounds.\n\n{table}\n")
+print(f"(written into {performance_doc.DOC})", file=sys.stderr)
+PY
+fi

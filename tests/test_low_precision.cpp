@@ -1,0 +1,201 @@
+// bfloat16 and float16 tensors (input<"k", bf16>(...)): stored 16-bit, read as float32, computed
+// in float32. The rule for their results, written down:
+//   - a kernel with 16-bit tensors computes exactly what the same kernel computes from float32
+//     tensors holding the same (rounded) values: the same bits;
+//   - against a float64 reference from the same rounded values its error is at most 4 times that of
+//     a naive float32 implementation (scores, softmax, P·V summed in order) reading the same values,
+//     plus 1e-6 of the output's largest magnitude.
+// The conversions themselves round to nearest, ties to even, and keep NaN, infinities and float16's
+// subnormals. A float32 tensor given for a bfloat16 one is a dtype_error naming both.
+#define BOOST_TEST_MODULE low_precision
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include "dsl/dsl.hpp"
+#include "dsl/variants.hpp"
+#include "runtime/aot_compile.hpp"
+#include "runtime/gradients.hpp"
+#include "runtime/jit.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+using namespace attn::dsl;
+namespace ref = attn::ref;
+using attn::bfloat16;
+using attn::float16;
+using attn::tensor;
+
+constexpr auto T = dim<"T">;
+constexpr auto Dh = dim<"Dh", 16>;
+constexpr auto H = head_dim<"H", 2>;
+
+template <class To>
+tensor<To> rounded(const tensor<float>& x) {
+  tensor<To> t(x.sizes());
+  for (std::size_t i = 0; i < x.values().size(); ++i) t.values()[i] = To(x.values()[i]);
+  return t;
+}
+
+template <class From>
+tensor<float> widened(const tensor<From>& x) {
+  tensor<float> t(x.sizes());
+  for (std::size_t i = 0; i < x.values().size(); ++i) t.values()[i] = static_cast<float>(x.values()[i]);
+  return t;
+}
+
+bool same_bits(const tensor<float>& a, const tensor<float>& b) {
+  return a.sizes() == b.sizes() && std::memcmp(a.data(), b.data(), a.values().size() * sizeof(float)) == 0;
+}
+
+// A 16-bit kernel and the float32 one of the same expression on the rounded values: the same bits.
+template <class Elem, class E16, class E32>
+void expect_as_float32(const std::string& what, const E16& low, const E32& full, std::int64_t n, std::mt19937& rng) {
+  const auto k16 = attn::jit(low);
+  const auto k32 = attn::jit(full);
+  const tensor<Elem> q = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng)), k = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng)),
+                     v = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng));
+  const tensor<float> y16 = k16(q, k, v), y32 = k32(widened(q), widened(k), widened(v));
+  BOOST_TEST(same_bits(y16, y32), what << " at T = " << n);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(conversions_round_to_nearest_even) {
+  BOOST_TEST(bfloat16(1.0f).bits == 0x3f80);
+  BOOST_TEST(bfloat16(std::bit_cast<float>(0x3f808000u)).bits == 0x3f80);  // a tie: to even
+  BOOST_TEST(bfloat16(std::bit_cast<float>(0x3f818000u)).bits == 0x3f82);  // a tie: to even (up)
+  BOOST_TEST(bfloat16(std::bit_cast<float>(0x3f808001u)).bits == 0x3f81);
+  BOOST_TEST(std::isnan(static_cast<float>(bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  BOOST_TEST(static_cast<float>(bfloat16(-std::numeric_limits<float>::infinity())) == -std::numeric_limits<float>::infinity());
+  BOOST_TEST(float16(1.0f).bits == 0x3c00);
+  BOOST_TEST(float16(65504.0f).bits == 0x7bff);
+  BOOST_TEST(float16(65520.0f).bits == 0x7c00);                          // rounds past the largest: infinity
+  BOOST_TEST(float16(std::ldexp(1.0f, -24)).bits == 0x0001);               // the smallest subnormal
+  BOOST_TEST(float16(std::ldexp(1.0f, -25)).bits == 0x0000);               // a tie: to even (0)
+  BOOST_TEST(float16(std::ldexp(3.0f, -25)).bits == 0x0002);               // a tie: to even (2)
+  BOOST_TEST(float16(-std::ldexp(1023.0f, -24)).bits == 0x83ff);
+  BOOST_TEST(float16(std::ldexp(1.0f, -14)).bits == 0x0400);               // the smallest normal
+  BOOST_TEST(float16(1.0f + std::ldexp(1.0f, -11)).bits == 0x3c00);        // a tie: to even
+  BOOST_TEST(float16(1.0f + 3 * std::ldexp(1.0f, -11)).bits == 0x3c02);    // a tie: to even (up)
+  BOOST_TEST(std::isnan(static_cast<float>(float16(std::numeric_limits<float>::quiet_NaN()))));
+  // Every float16 reads back exactly and converts to itself.
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+    float16 h;
+    h.bits = static_cast<std::uint16_t>(b);
+    const float f = static_cast<float>(h);
+    if (!std::isnan(f)) BOOST_TEST_REQUIRE(float16(f).bits == h.bits, "bits " << b);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_kernels_compute_what_float32_computes_from_the_same_values) {
+  std::mt19937 rng(5);
+  constexpr auto q = input<"q">(H, T, Dh);
+  constexpr auto k = input<"k">(H, T, Dh);
+  constexpr auto v = input<"v">(H, T, Dh);
+  constexpr auto qb = input<"q", bf16>(H, T, Dh);
+  constexpr auto kb = input<"k", bf16>(H, T, Dh);
+  constexpr auto vb = input<"v", bf16>(H, T, Dh);
+  constexpr auto qh = input<"q", f16>(H, T, Dh);
+  constexpr auto kh = input<"k", f16>(H, T, Dh);
+  constexpr auto vh = input<"v", f16>(H, T, Dh);
+  for (std::int64_t n : {1, 7, 33, 257}) {
+    expect_as_float32<bfloat16>("causal, bfloat16", combine(softmax(causal(scaled_scores(qb, kb))), vb),
+                                combine(softmax(causal(scaled_scores(q, k))), v), n, rng);
+    expect_as_float32<float16>("causal, float16", combine(softmax(causal(scaled_scores(qh, kh))), vh),
+                               combine(softmax(causal(scaled_scores(q, k))), v), n, rng);
+    expect_as_float32<bfloat16>("sliding window + softcap, bfloat16",
+                                combine(softmax(sliding_window(softcap(scaled_scores(qb, kb), 20.0f), 5)), vb),
+                                combine(softmax(sliding_window(softcap(scaled_scores(q, k), 20.0f), 5)), v), n, rng);
+    expect_as_float32<bfloat16>("ALiBi + causal, bfloat16", combine(softmax(causal(alibi(scaled_scores(qb, kb), H))), vb),
+                                combine(softmax(causal(alibi(scaled_scores(q, k), H))), v), n, rng);
+  }
+}
+
+// Gradients (float32) of a kernel with 16-bit tensors: those of the float32 kernel on the same values,
+// the fused backward and the generic one alike.
+BOOST_AUTO_TEST_CASE(gradients_are_those_of_the_same_values_in_float32) {
+  std::mt19937 rng(11);
+  constexpr auto q = input<"q">(H, T, Dh);
+  constexpr auto k = input<"k">(H, T, Dh);
+  constexpr auto v = input<"v">(H, T, Dh);
+  constexpr auto kb = input<"k", bf16>(H, T, Dh);
+  constexpr auto vh = input<"v", f16>(H, T, Dh);
+  for (const attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
+    const auto g16 = attn::jit_gradients(combine(softmax(causal(scaled_scores(q, kb))), vh), {.path = path});
+    const auto g32 = attn::jit_gradients(combine(softmax(causal(scaled_scores(q, k))), v), {.path = path});
+    const tensor<float> qt = ref::random_tensor({2, 2, 70, 16}, rng), dy = ref::random_tensor({2, 2, 70, 16}, rng);
+    const tensor<bfloat16> kt = rounded<bfloat16>(ref::random_tensor({2, 2, 70, 16}, rng));
+    const tensor<float16> vt = rounded<float16>(ref::random_tensor({2, 2, 70, 16}, rng));
+    const attn::gradients a = g16(dy, qt, kt, vt), b = g32(dy, qt, widened(kt), widened(vt));
+    BOOST_REQUIRE(a.size() == 3u);
+    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(same_bits(a.values[i], b.values[i]), "d" << a.names[i] << " " << g16.describe());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(within_four_times_a_naive_float32_error) {
+  std::mt19937 rng(9);
+  constexpr auto D = dim<"D", 32>;
+  constexpr auto q = input<"q", bf16>(T, D);
+  constexpr auto k = input<"k", bf16>(T, D);
+  constexpr auto v = input<"v", bf16>(T, D);
+  const auto kernel = attn::jit(combine(softmax(causal(scaled_scores(q, k))), v));
+  for (std::int64_t n : {1, 7, 33, 257, 1000}) {
+    const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
+                           kb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
+                           vb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng));
+    const tensor<float> y = kernel(qb, kb, vb);
+    const auto keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
+    const auto exact = ref::scaled_dot_product(ref::item<double>(widened(qb), 0, 2), ref::item<double>(widened(kb), 0, 2),
+                                               ref::item<double>(widened(vb), 0, 2), ref::inv_sqrt(32), keep);
+    const auto naive = ref::scaled_dot_product(ref::item<float>(widened(qb), 0, 2), ref::item<float>(widened(kb), 0, 2),
+                                               ref::item<float>(widened(vb), 0, 2), ref::inv_sqrt(32), keep);
+    double err = 0, naive_err = 0, largest = 0;
+    for (std::size_t i = 0; i < y.values().size(); ++i) {
+      err = std::max(err, std::abs(y.values()[i] - exact.output.a[i]));
+      naive_err = std::max(naive_err, std::abs(naive.output.a[i] - exact.output.a[i]));
+      largest = std::max(largest, std::abs(exact.output.a[i]));
+    }
+    BOOST_TEST(err <= 4 * naive_err + 1e-6 * largest, "T = " << n << ": error " << err << ", naive float32's " << naive_err);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mixed_types_masked_nan_and_errors) {
+  std::mt19937 rng(3);
+  constexpr auto NQ = dim<"NQ">;
+  constexpr auto NK = dim<"NK">;
+  // A bfloat16 key/value cache with float32 queries, keys padded: NaN behind the padding stays there.
+  const auto y = combine(softmax(key_padding(scaled_scores(input<"q">(NQ, Dh), input<"k", bf16>(NK, Dh)), lengths<"len">)),
+                         input<"v", bf16>(NK, Dh));
+  const auto kernel = attn::jit(y);
+  const tensor<float> q = ref::random_tensor({2, 3, 16}, rng);
+  tensor<bfloat16> k = rounded<bfloat16>(ref::random_tensor({2, 40, 16}, rng)), v = rounded<bfloat16>(ref::random_tensor({2, 40, 16}, rng));
+  tensor<std::int32_t> len({2});
+  len.values() = {17, 40};
+  for (std::int64_t j = 17; j < 40; ++j)
+    for (std::int64_t d = 0; d < 16; ++d) k(0, j, d) = v(0, j, d) = bfloat16(std::numeric_limits<float>::quiet_NaN());
+  BOOST_TEST(kernel.compiled().describe().find("read=k:bfloat16,v:bfloat16 (converted to float32 as loaded)") != std::string::npos,
+             kernel.compiled().describe());
+  const tensor<float> out = kernel(q, k, v, len);
+  for (float x : out.values()) BOOST_TEST_REQUIRE(std::isfinite(x));
+  const auto reference = attn::jit(combine(softmax(key_padding(scaled_scores(input<"q">(NQ, Dh), input<"k">(NK, Dh)), lengths<"len">)),
+                                           input<"v">(NK, Dh)));
+  tensor<float> k32 = widened(k), v32 = widened(v);
+  for (std::int64_t j = 17; j < 40; ++j)
+    for (std::int64_t d = 0; d < 16; ++d) k32(0, j, d) = v32(0, j, d) = 0.0f;
+  BOOST_TEST(same_bits(out, reference(q, k32, v32, len)));
+
+  // The type is part of the signature: a float32 tensor for a bfloat16 one says so.
+  BOOST_CHECK_EXCEPTION(kernel(q, widened(k), v, len), attn::dtype_error, [](const attn::dtype_error& e) {
+    const std::string m = e.what();
+    return m.find("tensor 'k'") != std::string::npos && m.find("expected bfloat16, got float32") != std::string::npos;
+  });
+  // Kernels built ahead of time take float32 and int32 tensors.
+  attn::aot::options o;
+  o.name = "low";
+  BOOST_CHECK_EXCEPTION(attn::aot::generate(attn::dsl::to_ir(y), o), attn::argument_error, [](const attn::argument_error& e) {
+    return std::string(e.what()).find("tensor 'k' is bfloat16") != std::string::npos;
+  });
+}
