@@ -113,7 +113,7 @@ std::string abi_comment(const ir::graph& g, const options& o, const std::vector<
        " * batch: one more (outermost) dim, 1 for a single sequence, the same in every tensor that has it.\n";
   int i = 0;
   for (const detail::aot_tensor& t : detail::aot_signature(g, o))
-    s << " *   " << ++i << ". " << t.name << "  " << (t.int32 ? "int32 " : "float32 ") << shape_text(t)
+    s << " *   " << ++i << ". " << t.name << "  " << dtype_name(t.type) << " " << shape_text(t)
       << (t.note.empty() ? "" : "  (" + t.note + ")") << "\n";
   s << " *\n"
        " * Every call checks its tensors first: sizes (the same name, the same size; static and bound\n"

@@ -5,6 +5,7 @@
 #include <HalideRuntime.h>
 #include "errors.hpp"
 #include "generators/aot/halide_buffer_layout.h"
+#include "halide_buffers.hpp"
 
 namespace attn::detail {
 
@@ -86,7 +87,9 @@ std::string aot_entry_source(const std::string& name, const std::vector<aot_tens
         s += (k ? ", " : "") + std::string("{") + quoted(t.dims[k].name) + ", " + std::to_string(t.dims[k].size) + ", " + kind(t.dims[k].by) + "}";
       s += "};\n";
     }
-    table += "    {" + quoted(t.name) + ", " + (t.output ? "1" : "0") + ", " + (t.int32 ? "1" : "0") + ", " + (t.batched ? "1" : "0") + ", " +
+    const halide_type_t type = halide_type_of(t.type);
+    table += "    {" + quoted(t.name) + ", " + (t.output ? "1" : "0") + ", " + std::to_string(type.code) + ", " + std::to_string(type.bits) + ", " +
+             quoted(dtype_name(t.type)) + ", " + (t.batched ? "1" : "0") + ", " +
              std::to_string(t.dims.size()) + ", " + (t.dims.empty() ? "0" : dims) + "},\n";
   }
   s += table + "};\n";

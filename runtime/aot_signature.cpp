@@ -4,16 +4,14 @@
 #include "dsl/gradient.hpp"
 #include "errors.hpp"
 #include "lowering_choice.hpp"
+#include "tensor_checks.hpp"
 
 namespace attn::detail {
 
 namespace {
 
 aot_tensor tensor_of(const ir::node& n, std::string name, bool output, const dim_sizes& bound) {
-  if (n.type != ir::element::f32)
-    throw argument_error("tensor '" + name + "' is " + std::string(ir::element_name(n.type)) +
-                         ": kernels built ahead of time take float32 and int32 tensors (the JIT takes bfloat16 and float16 too)");
-  aot_tensor t{.name = std::move(name), .output = output, .int32 = n.kind == ir::op::int_input, .batched = n.batched, .dims = {}, .note = {}};
+  aot_tensor t{.name = std::move(name), .output = output, .type = dtype_of(n), .batched = n.batched, .dims = {}, .note = {}};
   for (const ir::dim& d : n.shape) {
     aot_dim a{.name = std::string(d.name), .size = d.size, .by = aot_dim::set_by::expression};
     if (d.size == 0) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 #include "aot_compile.hpp"
+#include "tensor.hpp"
 
 namespace attn::detail {
 
@@ -20,7 +21,7 @@ struct aot_dim {
 struct aot_tensor {
   std::string name;
   bool output = false;
-  bool int32 = false;     // else float32
+  dtype type = dtype::f32;
   bool batched = false;   // a batch dim before the others (outermost)
   std::vector<aot_dim> dims;  // row-major, without the batch
   std::string note;       // what an extra output holds, for the header

@@ -7,6 +7,12 @@
 
 namespace attn::detail {
 
+inline halide_type_t halide_type_of(dtype t) {
+  constexpr halide_type_t types[] = {halide_type_t(halide_type_float, 32), halide_type_t(halide_type_int, 32),
+                                     halide_type_t(halide_type_bfloat, 16), halide_type_t(halide_type_float, 16)};
+  return types[static_cast<int>(t)];
+}
+
 // A halide_buffer_t over a view, with an optional leading batch dim added as (extent, stride 0):
 // a tensor given without a batch dim is shared by the whole batch.
 struct halide_buffer {
@@ -20,9 +26,7 @@ struct halide_buffer {
     // Halide requires the innermost stride to be 1; a size-1 axis may claim it.
     if (!dims.empty() && dims.front().extent == 1) dims.front().stride = 1;
     buf.host = static_cast<uint8_t*>(v.data);
-    constexpr halide_type_t types[] = {halide_type_t(halide_type_float, 32), halide_type_t(halide_type_int, 32),
-                                       halide_type_t(halide_type_bfloat, 16), halide_type_t(halide_type_float, 16)};
-    buf.type = types[static_cast<int>(v.type)];
+    buf.type = halide_type_of(v.type);
     buf.dimensions = static_cast<int32_t>(dims.size());
     buf.dim = dims.data();
     buf.flags = halide_buffer_flag_host_dirty;  // for a GPU kernel: the values are on the host, copy them over

@@ -21,14 +21,17 @@
 #include <string>
 #include <vector>
 #include "generators/aot/call_context.h"
+#include "runtime/half_floats.hpp"
 
 namespace attn::aot {
 
 class kernel_buffer {
  public:
   // `sizes` row-major (outermost first), as the generated header lists them.
-  kernel_buffer(float* data, std::initializer_list<std::int64_t> sizes) : kernel_buffer(data, halide_type_float, sizes) {}
-  kernel_buffer(std::int32_t* data, std::initializer_list<std::int64_t> sizes) : kernel_buffer(data, halide_type_int, sizes) {}
+  kernel_buffer(float* data, std::initializer_list<std::int64_t> sizes) : kernel_buffer(data, halide_type_float, 32, sizes) {}
+  kernel_buffer(std::int32_t* data, std::initializer_list<std::int64_t> sizes) : kernel_buffer(data, halide_type_int, 32, sizes) {}
+  kernel_buffer(bfloat16* data, std::initializer_list<std::int64_t> sizes) : kernel_buffer(data, halide_type_bfloat, 16, sizes) {}
+  kernel_buffer(float16* data, std::initializer_list<std::int64_t> sizes) : kernel_buffer(data, halide_type_float, 16, sizes) {}
   kernel_buffer(const kernel_buffer&) = delete;
   kernel_buffer& operator=(const kernel_buffer&) = delete;
 
@@ -56,7 +59,7 @@ class kernel_buffer {
   operator halide_buffer_t*() { return &buffer_; }
 
  private:
-  kernel_buffer(void* data, halide_type_code_t code, std::initializer_list<std::int64_t> sizes) : dims_(sizes.size()) {
+  kernel_buffer(void* data, halide_type_code_t code, std::uint8_t bits, std::initializer_list<std::int64_t> sizes) : dims_(sizes.size()) {
     // Halide lists dims innermost first.
     std::int64_t stride = 1;  // stays below 2^62: each factor is checked to fit int32 first
     std::size_t k = 0;
@@ -70,7 +73,7 @@ class kernel_buffer {
     }
     buffer_.host = static_cast<std::uint8_t*>(data);
     buffer_.type.code = code;
-    buffer_.type.bits = 32;
+    buffer_.type.bits = bits;
     buffer_.type.lanes = 1;
     buffer_.dimensions = static_cast<std::int32_t>(dims_.size());
     buffer_.dim = dims_.data();

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include "aot_signature.hpp"
+#include "halide_buffers.hpp"
 #include "dim_bindings.hpp"
+#include "halide_buffers.hpp"
 #include "errors.hpp"
 #include "generators/cpu/flash_schedule.hpp"
 #include "generators/gpu/flash_gpu_schedule.hpp"
@@ -63,7 +65,7 @@ std::vector<kernel_generator::ArgInfo> kernel_generator::arginfos() {
   std::vector<ArgInfo> infos;
   for (const detail::aot_tensor& t : detail::aot_signature(graph(), options_))
     infos.push_back({t.name, t.output ? Halide::Internal::ArgInfoDirection::Output : Halide::Internal::ArgInfoDirection::Input,
-                     Halide::Internal::ArgInfoKind::Buffer, {t.int32 ? Halide::Int(32) : Halide::Float(32)},
+                     Halide::Internal::ArgInfoKind::Buffer, {Halide::Type(detail::halide_type_of(t.type))},
                      static_cast<int>(t.dims.size()) + (t.batched ? 1 : 0)});
   return infos;
 }

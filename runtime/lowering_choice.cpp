@@ -57,6 +57,12 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
                               "the tiles through products only (a table or slope the score reads needs the generic backward)");
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
+  if (target.has_feature(Halide::Target::OpenCL) && !target.has_feature(Halide::Target::CLHalf))
+    for (int t : g.terminals)
+      if (g.at(t).type != ir::element::f32)
+        throw compile_error("tensor '" + std::string(g.at(t).name) + "' is " + std::string(ir::element_name(g.at(t).type)) +
+                            ": OpenCL C holds 16-bit elements as half, which needs the target feature cl_half "
+                            "(e.g. host-opencl-cl_half; the device's cl_khr_fp16)");
   const int vector = target.natural_vector_size<float>();
   // A GPU target: the same algorithm with the GPU schedule's tiles (flash_gpu_schedule.hpp).
   if (target.has_gpu_feature()) {

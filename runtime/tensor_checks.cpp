@@ -21,6 +21,11 @@ std::string view_sizes(const tensor_view& v) {
 
 }  // namespace
 
+dtype dtype_of(const ir::node& terminal) {
+  if (terminal.kind == ir::op::int_input) return dtype::i32;
+  return terminal.type == ir::element::bf16 ? dtype::bf16 : terminal.type == ir::element::f16 ? dtype::f16 : dtype::f32;
+}
+
 call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs, const dim_sizes& bound) {
   if (inputs.size() != g.terminals.size())
     throw argument_error("kernel call: expected " + std::to_string(g.terminals.size()) + " tensors, got " +
@@ -34,10 +39,7 @@ call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs,
     const std::string name(t.name);
     const std::string who = "tensor '" + name + "'";
     if (v.data == nullptr) throw argument_error(who + ": null data pointer");
-    const dtype want = t.kind == ir::op::int_input      ? dtype::i32
-                       : t.type == ir::element::bf16 ? dtype::bf16
-                       : t.type == ir::element::f16  ? dtype::f16
-                                                     : dtype::f32;
+    const dtype want = dtype_of(t);
     if (v.type != want)
       throw dtype_error(who + ": expected " + dtype_name(want) + ", got " + dtype_name(v.type));
     const int rank = static_cast<int>(t.shape.size());

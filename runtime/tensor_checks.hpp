@@ -19,6 +19,9 @@ struct call_shape {
   dim_sizes dims;               // every dim's size in this call
 };
 
+// The element type a terminal's tensor has: int32 for integer inputs, else the declared float type.
+dtype dtype_of(const ir::node& terminal);
+
 call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs, const dim_sizes& bound);
 
 // The row-major sizes of a node's result in this call (batch first, if the call has one).

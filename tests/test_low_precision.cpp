@@ -7,10 +7,12 @@
 //     plus 1e-6 of the output's largest magnitude.
 // The conversions themselves round to nearest, ties to even, and keep NaN, infinities and float16's
 // subnormals. A float32 tensor given for a bfloat16 one is a dtype_error naming both.
+// (Kernels built ahead of time: test_aot.)
 #define BOOST_TEST_MODULE low_precision
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include "dsl/dsl.hpp"
@@ -192,10 +194,16 @@ BOOST_AUTO_TEST_CASE(mixed_types_masked_nan_and_errors) {
     const std::string m = e.what();
     return m.find("tensor 'k'") != std::string::npos && m.find("expected bfloat16, got float32") != std::string::npos;
   });
-  // Kernels built ahead of time take float32 and int32 tensors.
+  // A kernel built ahead of time declares them (test_aot runs one).
   attn::aot::options o;
   o.name = "low";
-  BOOST_CHECK_EXCEPTION(attn::aot::generate(attn::dsl::to_ir(y), o), attn::argument_error, [](const attn::argument_error& e) {
-    return std::string(e.what()).find("tensor 'k' is bfloat16") != std::string::npos;
+  const std::string header = attn::aot::abi_comment(attn::dsl::to_ir(y), o);
+  BOOST_TEST(header.find("2. k  bfloat16 [batch, NK (any), Dh = 16]") != std::string::npos, header);
+  // OpenCL C holds 16-bit elements as half: without cl_half that is refused, naming the tensor.
+  o.targets = {"host-opencl"};
+  o.out_dir = std::filesystem::temp_directory_path();
+  BOOST_CHECK_EXCEPTION(attn::aot::generate(attn::dsl::to_ir(y), o), attn::compile_error, [](const attn::compile_error& e) {
+    const std::string m = e.what();
+    return m.find("tensor 'k' is bfloat16") != std::string::npos && m.find("cl_half") != std::string::npos;
   });
 }

@@ -74,7 +74,8 @@ struct attn_dim_spec {
 struct attn_tensor_spec {
   const char *name;
   int output;  /* written by the kernel: must not overlap itself nor any other tensor */
-  int int32;   /* int32 elements, else float32 */
+  int code, bits;        /* the elements' halide_type_t: int32 (0, 32), float32 (2, 32), float16 (2, 16), bfloat16 (4, 16) */
+  const char *type_name; /* "int32", "float32", "float16", "bfloat16" */
   int batched; /* one more dim, the batch, outermost (last in the halide_buffer_t) */
   int rank;    /* dims without the batch */
   const struct attn_dim_spec *dims; /* row-major: dims[0] outermost */
@@ -245,9 +246,11 @@ static int attn_check_tensor(struct attn_text *m, const struct attn_tensor_spec 
     attn_put(m, "the halide_buffer_t pointer is NULL");
     return attn_buffer_is_null;
   }
-  if (b->type.code != (t->int32 ? 0 : 2) || b->type.bits != 32 || b->type.lanes != 1) {
+  if (b->type.code != t->code || b->type.bits != t->bits || b->type.lanes != 1) {
     attn_about(m, t);
-    attn_put(m, t->int32 ? "expected int32, got " : "expected float32, got ");
+    attn_put(m, "expected ");
+    attn_put(m, t->type_name);
+    attn_put(m, ", got ");
     attn_put_type(m, b->type);
     return attn_bad_type;
   }
@@ -301,7 +304,7 @@ static int attn_check_tensor(struct attn_text *m, const struct attn_tensor_spec 
   return 0;
 }
 
-/* The bytes from b's lowest to its highest element, both included (elements of 4 bytes). */
+/* The bytes from b's lowest to its highest element, both included (its type checked: its bits are its elements'). */
 struct attn_bytes {
   uintptr_t first, last;
 };
@@ -315,8 +318,9 @@ static struct attn_bytes attn_bytes_of(const struct attn_halide_buffer *b) {
     if (reach < 0) low += reach;
     else high += reach;
   }
-  r.first = (uintptr_t)b->host + (uintptr_t)(low * 4);
-  r.last = (uintptr_t)b->host + (uintptr_t)(high * 4 + 3);
+  const int64_t element = b->type.bits / 8;
+  r.first = (uintptr_t)b->host + (uintptr_t)(low * element);
+  r.last = (uintptr_t)b->host + (uintptr_t)(high * element + element - 1);
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "aot_sliding_window_attention.h"
 #include "aot_softcap_causal_attention.h"
 #include "aot_gradients.h"
+#include "aot_16_bit.h"
 #include "aot_lse.h"
 #include "aot_weights.h"
 #ifdef ATTN_TEST_MULTITARGET
@@ -77,6 +78,25 @@ BOOST_AUTO_TEST_CASE(named_per_head_variants_equal_the_jit) {
 
 BOOST_AUTO_TEST_CASE(user_registered_kernel_equals_the_jit) {
   for (std::int64_t t : {5, 33}) check_heads(aot_test::causal_alibi_softcap, aot_registered, t);
+}
+
+// 16-bit tensors: the header names their types, the kernel checks them and computes the JIT's bits.
+BOOST_AUTO_TEST_CASE(sixteen_bit_tensors_equal_the_jit) {
+  const std::int64_t t = 33;
+  const tensor<float> q = random({H, t, Dh}, 1), k32 = random({H, t, Dh}, 2), v32 = random({H, t, Dh}, 3);
+  tensor<attn::bfloat16> k({H, t, Dh});
+  tensor<attn::float16> v({H, t, Dh});
+  for (std::size_t i = 0; i < k.values().size(); ++i) k.values()[i] = attn::bfloat16(k32.values()[i]), v.values()[i] = attn::float16(v32.values()[i]);
+  const tensor<float> jit = attn::jit(aot_test::causal_16_bit_cache, {.bind = {named::Dh = Dh}})(q, k, v);
+  std::vector<float> out(static_cast<std::size_t>(H * t * Dh), -1.0f);
+  kernel_buffer qb(const_cast<float*>(q.data()), {1, H, t, Dh}), kb(k.data(), {1, H, t, Dh}), vb(v.data(), {1, H, t, Dh}),
+      ob(out.data(), {1, H, t, Dh});
+  BOOST_TEST_REQUIRE(aot_16_bit(qb, kb, vb, ob) == 0, aot_16_bit_error());
+  BOOST_TEST(out == jit.values());
+  kernel_buffer wrong(const_cast<float*>(k32.data()), {1, H, t, Dh});  // float32 keys
+  BOOST_TEST(aot_16_bit(qb, wrong, vb, ob) == -3);
+  BOOST_TEST(std::string(aot_16_bit_error()).find("tensor 'k'") != std::string::npos, aot_16_bit_error());
+  BOOST_TEST(std::string(aot_16_bit_error()).find("expected bfloat16, got float32") != std::string::npos, aot_16_bit_error());
 }
 
 #ifdef ATTN_TEST_MULTITARGET

@@ -10,7 +10,8 @@
 // (shared=0, rolled), its shared-memory variant, shared=1 (full; causal with the
 // log-sum-exp; a sliding window; with and without staged tiles; last key tiles with fewer keys than threads, where
 // PoCL once went wrong), its register-tile variant, shared=2, the GPU products (projections, W_O) and the generic GPU schedule (with
-// the log-sum-exp; the weights, a generic-only path), and the backward pass (built GRADIENTS).
+// the log-sum-exp; the weights, a generic-only path), bfloat16 and float16 tensors on CUDA (storage;
+// float32 arithmetic), and the backward pass (built GRADIENTS).
 //
 // With no platform or device for the API the program exits 77, which ctest reports as skipped
 // (CI installs PoCL, scripts/setup.sh, so there test_opencl runs; test_cuda runs where a GPU is).
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -86,6 +88,7 @@ struct heads_case {
   mask_pred keep = {};   // empty: every key
   score_mod mod = {};    // empty: none
   weight_fn weight = {};  // empty: softmax
+  bool sixteen_bit = false;  // k bfloat16, v float16 (the reference reads the same rounded values)
 };
 
 void check_heads(const heads_case& c, const std::function<int(halide_buffer_t**)>& kernel, bool with_lse) {
@@ -94,11 +97,19 @@ void check_heads(const heads_case& c, const std::function<int(halide_buffer_t**)
   const index n = b * H * t * dh;
   std::vector<float> q = random_values(n, 1), k = random_values(n, 2), v = random_values(n, 3), out(static_cast<std::size_t>(n), -7.0f),
                      lse(static_cast<std::size_t>(b * H * t), -7.0f);
+  std::vector<attn::bfloat16> k16;
+  std::vector<attn::float16> v16;
+  if (c.sixteen_bit) {
+    for (float& x : k) x = static_cast<float>(k16.emplace_back(x));
+    for (float& x : v) x = static_cast<float>(v16.emplace_back(x));
+  }
   int rc = 0;
   {
-    kernel_buffer qb(q.data(), {b, H, t, dh}), kb(k.data(), {b, H, t, dh}), vb(v.data(), {b, H, t, dh}), ob(out.data(), {b, H, t, dh}),
-        lb(lse.data(), {b, H, t});
-    halide_buffer_t* args[] = {qb, kb, vb, ob, lb};
+    std::optional<kernel_buffer> kb, vb;
+    if (c.sixteen_bit) kb.emplace(k16.data(), std::initializer_list<index>{b, H, t, dh}), vb.emplace(v16.data(), std::initializer_list<index>{b, H, t, dh});
+    else kb.emplace(k.data(), std::initializer_list<index>{b, H, t, dh}), vb.emplace(v.data(), std::initializer_list<index>{b, H, t, dh});
+    kernel_buffer qb(q.data(), {b, H, t, dh}), ob(out.data(), {b, H, t, dh}), lb(lse.data(), {b, H, t});
+    halide_buffer_t* args[] = {qb, *kb, *vb, ob, lb};
     rc = run([&] { return kernel(args); }, with_lse ? std::vector<kernel_buffer*>{&ob, &lb} : std::vector<kernel_buffer*>{&ob});
   }
   const std::string what = c.name + " B=" + std::to_string(b) + " T=" + std::to_string(t) + " Dh=" + std::to_string(dh);
@@ -146,6 +157,9 @@ void full() {
 void causal() {
   for (index t : {5, 70, 129, 1000}) check_heads({"causal", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal);
   for (index t : {5, 70, 1000}) check_heads({"causal, shared=0 q_tile=32 unroll=0", t == 70 ? 3 : 1, t, 64, keep_causal}, gpu::causal_rolled);
+#if ATTN_GPU_16_BIT
+  for (index t : {7, 100}) check_heads({"causal, bfloat16 k, float16 v", 1, t, 16, keep_causal, {}, {}, true}, gpu::causal_16_bit);
+#endif
 }
 void sliding_window() {
   check_heads({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }}, gpu::window);
