@@ -33,6 +33,16 @@ using attn::tensor;
 constexpr auto T = dim<"T">;
 constexpr auto Dh = dim<"Dh", 16>;
 constexpr auto H = head_dim<"H", 2>;
+// The same tensors as float32, bfloat16 (b) and float16 (h).
+constexpr auto q = input<"q">(H, T, Dh);
+constexpr auto k = input<"k">(H, T, Dh);
+constexpr auto v = input<"v">(H, T, Dh);
+constexpr auto qb = input<"q", bf16>(H, T, Dh);
+constexpr auto kb = input<"k", bf16>(H, T, Dh);
+constexpr auto vb = input<"v", bf16>(H, T, Dh);
+constexpr auto qh = input<"q", f16>(H, T, Dh);
+constexpr auto kh = input<"k", f16>(H, T, Dh);
+constexpr auto vh = input<"v", f16>(H, T, Dh);
 
 template <class To>
 tensor<To> rounded(const tensor<float>& x) {
@@ -94,15 +104,6 @@ BOOST_AUTO_TEST_CASE(conversions_round_to_nearest_even) {
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_kernels_compute_what_float32_computes_from_the_same_values) {
   std::mt19937 rng(5);
-  constexpr auto q = input<"q">(H, T, Dh);
-  constexpr auto k = input<"k">(H, T, Dh);
-  constexpr auto v = input<"v">(H, T, Dh);
-  constexpr auto qb = input<"q", bf16>(H, T, Dh);
-  constexpr auto kb = input<"k", bf16>(H, T, Dh);
-  constexpr auto vb = input<"v", bf16>(H, T, Dh);
-  constexpr auto qh = input<"q", f16>(H, T, Dh);
-  constexpr auto kh = input<"k", f16>(H, T, Dh);
-  constexpr auto vh = input<"v", f16>(H, T, Dh);
   for (std::int64_t n : {1, 7, 33, 257}) {
     expect_as_float32<bfloat16>("causal, bfloat16", combine(softmax(causal(scaled_scores(qb, kb))), vb),
                                 combine(softmax(causal(scaled_scores(q, k))), v), n, rng);
@@ -120,11 +121,6 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_kernels_compute_what_float32_computes_from_the_
 // the fused backward and the generic one alike.
 BOOST_AUTO_TEST_CASE(gradients_are_those_of_the_same_values_in_float32) {
   std::mt19937 rng(11);
-  constexpr auto q = input<"q">(H, T, Dh);
-  constexpr auto k = input<"k">(H, T, Dh);
-  constexpr auto v = input<"v">(H, T, Dh);
-  constexpr auto kb = input<"k", bf16>(H, T, Dh);
-  constexpr auto vh = input<"v", f16>(H, T, Dh);
   for (const attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
     const auto g16 = attn::jit_gradients(combine(softmax(causal(scaled_scores(q, kb))), vh), {.path = path});
     const auto g32 = attn::jit_gradients(combine(softmax(causal(scaled_scores(q, k))), v), {.path = path});
@@ -140,10 +136,7 @@ BOOST_AUTO_TEST_CASE(gradients_are_those_of_the_same_values_in_float32) {
 BOOST_AUTO_TEST_CASE(within_four_times_a_naive_float32_error) {
   std::mt19937 rng(9);
   constexpr auto D = dim<"D", 32>;
-  constexpr auto q = input<"q", bf16>(T, D);
-  constexpr auto k = input<"k", bf16>(T, D);
-  constexpr auto v = input<"v", bf16>(T, D);
-  const auto kernel = attn::jit(combine(softmax(causal(scaled_scores(q, k))), v));
+  const auto kernel = attn::jit(combine(softmax(causal(scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D)))), input<"v", bf16>(T, D)));
   for (std::int64_t n : {1, 7, 33, 257, 1000}) {
     const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
                            kb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
