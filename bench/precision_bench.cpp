@@ -52,7 +52,7 @@ std::pair<double, double> best_times(const K32& k32, const K16& k16, int rounds,
   return {b32, b16};
 }
 
-template <std::int64_t D, bool Causal>
+template <bool Causal>
 auto expression(auto q, auto k, auto v) {
   if constexpr (Causal) return combine(softmax(causal(scaled_scores(q, k))), v);
   else return combine(softmax(scaled_scores(q, k)), v);
@@ -62,8 +62,8 @@ auto expression(auto q, auto k, auto v) {
 template <std::int64_t D, bool Causal>
 void row(const char* what, std::int64_t nq, std::int64_t nk, int rounds, std::mt19937& rng) {
   constexpr auto Dh = dim<"Dh", D>;
-  const auto k32 = attn::jit(expression<D, Causal>(input<"q">(H, NQ, Dh), input<"k">(H, NK, Dh), input<"v">(H, NK, Dh)));
-  const auto k16 = attn::jit(expression<D, Causal>(input<"q", bf16>(H, NQ, Dh), input<"k", bf16>(H, NK, Dh), input<"v", bf16>(H, NK, Dh)));
+  const auto k32 = attn::jit(expression<Causal>(input<"q">(H, NQ, Dh), input<"k">(H, NK, Dh), input<"v">(H, NK, Dh)));
+  const auto k16 = attn::jit(expression<Causal>(input<"q", bf16>(H, NQ, Dh), input<"k", bf16>(H, NK, Dh), input<"v", bf16>(H, NK, Dh)));
   const auto q = random_tensor<float>({1, 8, nq, D}, rng), k = random_tensor<float>({1, 8, nk, D}, rng), v = random_tensor<float>({1, 8, nk, D}, rng);
   const auto qb = random_tensor<bfloat16>({1, 8, nq, D}, rng), kb = random_tensor<bfloat16>({1, 8, nk, D}, rng),
              vb = random_tensor<bfloat16>({1, 8, nk, D}, rng);

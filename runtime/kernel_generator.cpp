@@ -97,7 +97,8 @@ void kernel_generator::no_stub(const std::string& input) const {
 }
 
 Halide::Pipeline kernel_generator::build_pipeline() {
-  const ir::graph g = graph();
+  built_graph_ = graph();
+  const ir::graph& g = built_graph_;
   const detail::dim_sizes bound = detail::checked_bindings(g, options_.bind);
   if (!schedule_parameters_.empty())
     options_.schedule = (options_.schedule == "default" ? "" : options_.schedule + " ") + schedule_parameters_;
@@ -131,7 +132,7 @@ Halide::Pipeline kernel_generator::build_pipeline() {
 }
 
 std::vector<Halide::Parameter> kernel_generator::input_parameter(const std::string& name) {
-  const ir::graph g = graph();
+  const ir::graph& g = built_graph_;
   for (std::size_t i = 0; i < g.terminals.size(); ++i)
     if (g.at(g.terminals[i]).name == name) return {built_.lowered.params.at(i).parameter()};
   throw argument_error("kernel '" + name_ + "' has no input '" + name + "'");

@@ -65,6 +65,7 @@ class kernel_generator final : public Halide::Internal::AbstractGenerator {
   std::string schedule_parameters_;      // <parameter>=<value>, added to the schedule when built
   std::map<std::string, std::string> autoscheduler_given_;  // autoscheduler.<key>
   Halide::AutoschedulerParams autoscheduler_;  // set by build_pipeline where the schedule names one
+  ir::graph built_graph_;  // graph() as build_pipeline() built it
   detail::kernel_pipeline built_;
   std::vector<std::string> output_names_;
   std::string schedule_line_;
