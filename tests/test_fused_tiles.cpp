@@ -229,6 +229,7 @@ BOOST_AUTO_TEST_CASE(banded_masks_get_smaller_default_tiles) {
   BOOST_TEST(window.tiles.kv_tile == 64);
   BOOST_TEST(window.tiles.partial_tile == 32);  // half a key tile at the band's edges
   BOOST_TEST(window.tiles.q_tile == 24);
+  BOOST_TEST(window.tiles.backward_q_tile == 64);  // the backward's square tiles as the key tiles
   BOOST_TEST(window.flash.at(0).kv_tile == 64);
   const attn::gen::lowered causal_tiles = attn::gen::lower_and_schedule(to_ir(attention(causal(s))), {}, o, target);
   BOOST_TEST(causal_tiles.tiles.kv_tile == o.tiles.kv_tile);

@@ -65,6 +65,11 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
     one_tile(f, f.args()[0], f.args()[1]);
     never_partition(f);
   }
+  // The reductions' sums per tile: one serial pass over the tile's pairs (a fixed order).
+  for (Func f : p.tile_sums) {
+    f.compute_at(tile);
+    never_partition(f);
+  }
   // The exits' products: d in registers (all of it where it fits) × rows (a divisor of the tile's),
   // the tile's other dim inside.
   const int vectors = pv_tile_vectors(s, p.width_known);

@@ -103,6 +103,9 @@ flash_schedule banded(flash_schedule s, std::int64_t band) {
   // band's edges are masked (a few percent faster for a window of 256 from T = 1024 on).
   s.partial_tile = std::max(2 * s.vector, std::min(s.partial_tile, s.kv_tile / 2));
   s.partial_tile = fitted_partial_tile(s);
+  // The backward's square tiles as the forward's key tiles: a band's edges waste less (a window
+  // of 256: 64 against 128 is ~10% faster at T = 1024, ~5% at 2048).
+  s.backward_q_tile = std::min(s.backward_q_tile, s.kv_tile);
   return s;
 }
 

@@ -54,6 +54,41 @@ bool as_row_dot(const ir::graph& g, backward_match& m, int i) {
   return true;
 }
 
+// n as a reduction of a pair node to a small table (backward_pattern.hpp), if it is one.
+bool as_reduction(const ir::graph& g, const backward_match& m, int i, pair_reduction& red) {
+  const ir::node& n = g.at(i);
+  if ((n.kind != ir::op::scatter_add && n.kind != ir::op::sum_to) || !is_pair_node(g, m, n.args[0])) return false;
+  const ir::node& c = g.at(n.args[0]);
+  const std::size_t rc = c.shape.size(), rn = n.shape.size();
+  red = {i, n.args[0], std::vector<int>(rn, -1), 1};
+  if (n.kind == ir::op::sum_to) {
+    if (rn > rc) return false;
+    const std::size_t lead = rc - rn;
+    for (std::size_t k = 0; k < rn; ++k) {
+      const bool unit = n.shape[k].size == 1 && c.shape[k + lead].size != 1;
+      if (!unit && k + lead + 2 >= rc) return false;  // a row or column of pairs: not small
+      if (!unit) red.follows[k] = static_cast<int>(k + lead);
+    }
+    return true;
+  }
+  int heads = -1;
+  for (std::size_t k = 0; k + 2 < rc; ++k)
+    if (c.shape[k].role == ir::dim_role::heads) heads = static_cast<int>(k);
+  for (std::size_t k = 0; k < rn; ++k) {
+    const int index = n.args[k + 1];
+    if (is_pair_node(g, m, index) || is_transposed_pair(g, m, index)) return false;
+    const ir::node& x = g.at(index);
+    if (heads >= 0 && x.kind == ir::op::placeholder && x.param == static_cast<int>(ir::placeholder::head)) {
+      red.follows[k] = heads;
+    } else {
+      if (n.shape[k].size <= 0) return false;
+      red.cells *= n.shape[k].size;
+      if (red.cells > max_reduction_cells) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool is_pair_node(const ir::graph& g, const backward_match& m, int n) {
@@ -85,8 +120,11 @@ std::vector<backward_match> find_backward(const ir::graph& g) {
     }
     if (is_transposed_pair(g, m, i)) continue;  // its readers are checked as exits
     pair_exit e;
+    pair_reduction red;
     if (as_exit(g, m, i, e)) m.exits.push_back(e);
-    else if (!m.forward.normalised() || m.row_dot >= 0 || !as_row_dot(g, m, i)) return {};
+    else if (m.forward.normalised() && m.row_dot < 0 && as_row_dot(g, m, i)) continue;
+    else if (as_reduction(g, m, i, red)) m.reductions.push_back(red);
+    else return {};
   }
   for (int o : g.outputs())
     if (is_pair_node(g, m, o) || is_transposed_pair(g, m, o)) return {};

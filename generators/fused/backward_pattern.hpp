@@ -6,8 +6,11 @@
 // contract the keys (a row exit, dS·K: one row of results per query) or the queries (a column
 // exit, Pᵀ·dO or Qᵀ·dS: one per key). Softmax's row term Σ_k P·dP is rowsum(dO ∘ O); softmax-free
 // attention has none (dS = dP ∘ f'(S), elementwise).
-// Anything else reading a pair node (a table's scatter-add, a sum to a per-head slope) leaves
-// the gradient to the generic lowering. Halide-free.
+// A pair node may also leave through a reduction to a small table: gather's adjoint (scatter_add
+// into a T5 or relative-bias table, a per-head slope) or a sum_to over both pair dims. Its tiles
+// sum into at most max_reduction_cells cells per lead index (the table's dims its indices pick,
+// sizes fixed when compiling); dims indexed by `head` (or kept by sum_to) follow the tile's lead
+// index. Anything else reading a pair node leaves the gradient to the generic lowering. Halide-free.
 #include <vector>
 #include "dsl/ir.hpp"
 #include "generators/fused/attention_pattern.hpp"
@@ -24,12 +27,24 @@ struct pair_exit {
   bool other_left = false;
 };
 
+struct pair_reduction {
+  int node = -1;  // the scatter_add or sum_to
+  int pair = -1;  // its contributions, a pair node
+  // Per dim of node, row-major: the pair's lead dim (row-major) it follows, or -1: a dim the
+  // contributions pick (scatter_add: its index; sum_to: a unit dim, index 0).
+  std::vector<int> follows;
+  std::int64_t cells = 1;  // the product of the picked dims' sizes
+};
+
+inline constexpr std::int64_t max_reduction_cells = 4096;
+
 struct backward_match {
   attention_match forward;  // node indices of the gradient graph (the forward's are its first)
   // Softmax only (-1 for softmax-free attention):
   int row_dot = -1;         // sum_to(weighted(P, dP)) (.., Nq, 1): rowsum(dO ∘ O) with dO = output_adjoint
   int output_adjoint = -1;  // the combine's adjoint, dO
   std::vector<pair_exit> exits;
+  std::vector<pair_reduction> reductions;
 };
 
 // The backward of the gradient graph's one attention, where every pair node leaves the tiles

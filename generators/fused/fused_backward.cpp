@@ -41,6 +41,7 @@ class builder {
     if (!m_.forward.normalised()) {  // f(S) and dS = dP ∘ f'(S): the tiles evaluate the graph's own nodes
       define_passes();
       define_exits();
+      define_reductions();
       s_.out.backward.push_back(b_);
       return;
     }
@@ -64,6 +65,7 @@ class builder {
     define_passes();
     s_.tile.given.erase(m_.forward.softmax);
     define_exits();
+    define_reductions();
     s_.out.backward.push_back(b_);
   }
 
@@ -194,8 +196,7 @@ class builder {
   }
 
   // The exits' products per tile, (d, i, kt, qt, lead..., batch), into p (its tile context set).
-  void define_products(backward_pass& p, const Var& kt, const Var& qt) {
-    std::map<int, Func> values;
+  void define_products(backward_pass& p, std::map<int, Func>& values, const Var& kt, const Var& qt) {
     const auto exit = [&](int k) -> const pair_exit& { return m_.exits[static_cast<std::size_t>(k)]; };
     for (int k : p.exits) p.width_known = std::max(p.width_known, width_known(exit(k)));
     for (int k : p.exits)
@@ -228,6 +229,62 @@ class builder {
     }
   }
 
+  // Each reduction's sums over the pairs of tile (kt, qt): (cell, lane, kt, qt, lead..., batch),
+  // summed over the lanes where read. Key kv adds to lane kv % scatter_lanes, so consecutive pairs
+  // adding to one cell do not wait on each other's store; the order stays fixed.
+  void define_tile_sums(backward_pass& p, std::map<int, Func>& values, const Var& kt, const Var& qt) {
+    for (int k : p.reductions) {
+      const pair_reduction& red = m_.reductions[static_cast<std::size_t>(k)];
+      const ir::node& c = s_.g.at(red.pair);
+      if (!values.contains(red.pair)) p.values.push_back(values.emplace(red.pair, pair_values(red.pair)).first->second);
+      const RDom t({{0, tk_}, {0, tq_}}, "tile_pairs");  // the keys inside
+      std::vector<Expr> pair_at = lead_row_major();
+      pair_at.insert(pair_at.end(), {qt * tq_ + t.y, kt * tk_ + t.x});
+      Expr cell = 0;
+      if (red.cells > 1) {  // the cells of the tile's pairs, computed as the other pair values (in vectors)
+        const std::vector<Var> vars = s_.new_func("backward_cells", c).second;
+        Func cells(Int(32), static_cast<int>(vars.size()) + (c.batched ? 1 : 0), "backward_cells" + std::to_string(s_.count++));
+        cells(s_.args_of(c, as_exprs(vars))) = cell_of(red, as_exprs(vars));
+        p.values.push_back(cells);
+        cell = unsafe_promise_clamped(cells(s_.args_of(c, pair_at)), 0, static_cast<int>(red.cells) - 1);  // cell_of clamps
+      }
+      const Var at_cell("cell"), lane("lane");
+      Func f("backward_tile_sum" + std::to_string(s_.count++));
+      f(tile_args({at_cell, lane, kt, qt})) = 0.0f;
+      f(tile_args({cell, t.x % scatter_lanes, kt, qt})) += values.at(red.pair)(s_.args_of(c, pair_at));
+      p.tile_sums.push_back(f);
+    }
+  }
+
+  // A tile's sum of reduction j of pass p at cell.
+  Expr tile_sum(const backward_pass& p, std::size_t j, const Expr& cell, const Expr& kt, const Expr& qt) const {
+    Expr sum = p.tile_sums[j](tile_args({cell, 0, kt, qt}));
+    for (int lane = 1; lane < scatter_lanes; ++lane) sum += p.tile_sums[j](tile_args({cell, lane, kt, qt}));
+    return sum;
+  }
+
+  static constexpr int scatter_lanes = 8;
+
+  // The cell the pair at (lead..., q, kv) adds to: the picked dims' indices, clamped as gather
+  // clamps them, row-major (a pair past the last query or key adds 0: its index is the last one's).
+  Expr cell_of(const pair_reduction& red, std::vector<Expr> at) {
+    const ir::node& n = s_.g.at(red.node);
+    if (n.kind != ir::op::scatter_add) return 0;  // sum_to: its picked dims are units
+    const std::size_t r = at.size();
+    at[r - 2] = min(at[r - 2], nq_ - 1);
+    at[r - 1] = min(at[r - 1], nk_ - 1);
+    const placeholders ph = rules_.score_placeholders(s_.g.at(red.pair), at, Expr());
+    Expr cell = 0;
+    for (std::size_t k = 0; k < n.shape.size(); ++k) {
+      if (red.follows[k] >= 0) continue;
+      const auto size = static_cast<int>(n.shape[k].size);
+      cell = cell * size + clamp(cast(Int(32), rules_.value(n.args[k + 1], {}, ph)), 0, size - 1);
+    }
+    return cell;
+  }
+
+  int blocks(const pair_reduction& red, int rows) const { return static_cast<int>((red.cells + rows - 1) / rows); }
+
   // Runs define(p) with p's tile context: its pair nodes per tile, one Func each, keys unclamped.
   template <class Define>
   void in_tiles(backward_pass& p, const Define& define) {
@@ -247,21 +304,32 @@ class builder {
     for (int k = 0; k < static_cast<int>(m_.exits.size()); ++k)
       if (m_.exits[static_cast<std::size_t>(k)].rows == rows) p.exits.push_back(k);
     if (p.exits.empty()) return;
+    if (b_.passes.empty())  // the first pass sums the reductions
+      for (int k = 0; k < static_cast<int>(m_.reductions.size()); ++k) p.reductions.push_back(k);
     p.tile_rows = rows ? tq_ : tk_;
     p.r = RDom(0, rows ? (nk_ + tk_ - 1) / tk_ : (nq_ + tq_ - 1) / tq_, rows ? "key_tiles" : "query_tiles");
     p.r.where(rows ? kept(p.tile, p.r.x) : kept(p.r.x, p.tile));
     const Var kt("kt"), qt("qt");
-    in_tiles(p, [&] { define_products(p, kt, qt); });
+    in_tiles(p, [&] {
+      std::map<int, Func> values;
+      define_products(p, values, kt, qt);
+      define_tile_sums(p, values, kt, qt);
+    });
     const std::vector<Expr> acc_at = tile_args({p.d, p.i, p.tile});
     p.acc = Func(std::string(rows ? "backward_by_query" : "backward_by_key") + std::to_string(s_.count++));
-    const std::size_t n = p.exits.size();
+    const Expr kt_at = rows ? Expr(p.r.x) : Expr(p.tile), qt_at = rows ? Expr(p.tile) : Expr(p.r.x);
+    std::vector<Expr> terms;
+    for (const Func& product : p.products) terms.push_back(product(tile_args({p.d, p.i, kt_at, qt_at})));
+    for (std::size_t j = 0; j < p.reductions.size(); ++j)
+      for (int b = 0; b < blocks(m_.reductions[static_cast<std::size_t>(p.reductions[j])], p.tile_rows); ++b)
+        terms.push_back(tile_sum(p, j, p.i + b * p.tile_rows, kt_at, qt_at));
+    const std::size_t n = terms.size();
     std::vector<Expr> zeros(n, 0.0f), next;
     if (n == 1) p.acc(acc_at) = zeros.front();
     else p.acc(acc_at) = Tuple(zeros);
-    const std::vector<Expr> tile_at = tile_args({p.d, p.i, rows ? Expr(p.r.x) : Expr(p.tile), rows ? Expr(p.tile) : Expr(p.r.x)});
     for (std::size_t k = 0; k < n; ++k) {
       const Expr old = n == 1 ? Expr(p.acc(acc_at)) : p.acc(acc_at)[static_cast<int>(k)];
-      next.push_back(old + p.products[k](tile_at));
+      next.push_back(old + terms[k]);
     }
     if (n == 1) p.acc(acc_at) = next.front();
     else p.acc(acc_at) = Tuple(next);
@@ -273,22 +341,36 @@ class builder {
     backward_pass p;
     p.order = backward_order::sweep;
     for (int k = 0; k < static_cast<int>(m_.exits.size()); ++k) p.exits.push_back(k);
+    for (int k = 0; k < static_cast<int>(m_.reductions.size()); ++k) p.reductions.push_back(k);
     p.tile_rows = tq_;  // square tiles (tq_ == tk_)
-    const Expr exits = static_cast<int>(m_.exits.size());
-    p.r = RDom({{0, tq_}, {0, exits}, {0, (nk_ + tk_ - 1) / tk_}, {0, (nq_ + tq_ - 1) / tq_}}, "sweep");
+    int slots = static_cast<int>(m_.exits.size());
+    for (const pair_reduction& red : m_.reductions) slots += blocks(red, tq_);
+    p.r = RDom({{0, tq_}, {0, slots}, {0, (nk_ + tk_ - 1) / tk_}, {0, (nq_ + tq_ - 1) / tq_}}, "sweep");
     const RVar row = p.r[0], exit = p.r[1], kt = p.r[2], qt = p.r[3];
     std::vector<Expr> rows_of, inside;
     for (const pair_exit& e : m_.exits) {
       rows_of.push_back(e.rows ? qt * tq_ + row : kt * tk_ + row);
       inside.push_back(e.rows ? qt * tq_ + row < nq_ : kt * tk_ + row < nk_);
     }
+    for (const pair_reduction& red : m_.reductions)
+      for (int b = 0; b < blocks(red, tq_); ++b) {
+        rows_of.push_back(row);  // cell row + b·tq_, in its block's slot
+        inside.push_back(row + b * tq_ < static_cast<int>(red.cells));
+      }
     p.r.where(kept(qt, kt) && mux(exit, inside));
     const Var kv_tile("kt"), q_tile("qt");
-    in_tiles(p, [&] { define_products(p, kv_tile, q_tile); });
+    in_tiles(p, [&] {
+      std::map<int, Func> values;
+      define_products(p, values, kv_tile, q_tile);
+      define_tile_sums(p, values, kv_tile, q_tile);
+    });
     p.acc = Func("backward_sweep" + std::to_string(s_.count++));
     p.acc(tile_args({p.d, p.i, p.tile})) = 0.0f;
     std::vector<Expr> contributions;
     for (const Func& product : p.products) contributions.push_back(product(tile_args({p.d, row, kt, qt})));
+    for (std::size_t j = 0; j < p.reductions.size(); ++j)
+      for (int b = 0; b < blocks(m_.reductions[j], tq_); ++b)
+        contributions.push_back(tile_sum(p, j, row + b * tq_, kt, qt));
     const std::vector<Expr> at = tile_args({p.d, mux(exit, rows_of), exit});
     p.acc(at) = p.acc(at) + mux(exit, contributions);
     b_.passes.push_back(std::move(p));
@@ -314,8 +396,60 @@ class builder {
       std::vector<Expr> a = sweep ? std::vector<Expr>{d, row, slot} : std::vector<Expr>{d, row % tile, row / tile};
       for (std::size_t j = r - 2; j-- > 0;) a.push_back(at[j]);
       if (b_.batched) a.push_back(s_.batch);
-      f(s_.args_of(n, at)) = sweep || pass->exits.size() == 1 ? Expr(pass->acc(a)) : pass->acc(a)[slot];
+      f(s_.args_of(n, at)) = sweep || pass->acc.outputs() == 1 ? Expr(pass->acc(a)) : pass->acc(a)[slot];
       s_.funcs.emplace(e.node, f);
+    }
+  }
+
+  // Each reduction's node: its sums read at cell (slot cell / rows, row cell % rows), summed in a
+  // fixed order over what it does not follow: the pass's tiles, lead dims, the batch.
+  void define_reductions() {
+    for (const backward_pass& p : b_.passes) {
+      const bool sweep = p.order == backward_order::sweep;
+      int slot = static_cast<int>(p.exits.size());
+      for (std::size_t j = 0; j < p.reductions.size(); ++j) {
+        const pair_reduction& red = m_.reductions[static_cast<std::size_t>(p.reductions[j])];
+        const ir::node& n = s_.g.at(red.node);
+        const ir::node& c = s_.g.at(red.pair);
+        auto [f, vars] = s_.new_func("reduction", n);
+        const std::vector<Expr> at = as_exprs(vars);
+        Expr cell = 0;
+        for (std::size_t k = 0; k < n.shape.size(); ++k)
+          if (red.follows[k] < 0) cell = cell * static_cast<int>(n.shape[k].size) + at[k];
+        Region summed;
+        if (!sweep) summed.emplace_back(0, p.order == backward_order::by_query ? (nq_ + tq_ - 1) / tq_ : (nk_ + tk_ - 1) / tk_);
+        const std::size_t lead_dims = c.shape.size() - 2;
+        std::vector<int> lead_at(lead_dims, -1);  // per lead dim (row-major): n's dim it follows, or -1: summed
+        for (std::size_t k = 0; k < n.shape.size(); ++k)
+          if (red.follows[k] >= 0) lead_at[static_cast<std::size_t>(red.follows[k])] = static_cast<int>(k);
+        for (std::size_t l = 0; l < lead_dims; ++l)
+          if (lead_at[l] < 0) summed.emplace_back(0, s_.extent(c.shape[l].name, c.shape[l].size));
+        const bool batch_summed = b_.batched && !n.batched;
+        if (batch_summed) summed.emplace_back(0, s_.batch_extent());
+        if (summed.empty()) summed.emplace_back(0, 1);
+        const RDom r(summed, "reduced");
+        int next = sweep ? 0 : 1;
+        std::vector<Expr> a{0, cell % p.tile_rows};
+        if (sweep) a.push_back(slot + cell / p.tile_rows);
+        else a.push_back(r[0]);
+        for (std::size_t l = lead_dims; l-- > 0;)
+          a.push_back(lead_at[l] >= 0 ? at[static_cast<std::size_t>(lead_at[l])] : Expr(r[next++]));
+        if (b_.batched) a.push_back(batch_summed ? Expr(r[next]) : Expr(s_.batch));
+        Expr v;
+        if (sweep) {
+          v = p.acc(a);
+        } else {
+          std::vector<Expr> elements;
+          for (int b = 0; b < blocks(red, p.tile_rows); ++b) elements.push_back(p.acc(a)[slot + b]);
+          v = elements.size() == 1 ? elements.front() : mux(cell / p.tile_rows, elements);
+        }
+        slot += blocks(red, p.tile_rows);
+        f(s_.args_of(n, at)) = 0.0f;
+        f(s_.args_of(n, at)) += v;
+        s_.funcs.emplace(red.node, f);
+        s_.out.materialised.push_back(red.node);
+        s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::sum, {}, {}, {}, {}, s_.static_extents(n), {}});
+      }
     }
   }
 

@@ -36,6 +36,12 @@ struct backward_pass {
   Halide::Var d{"d"}, i{"i"}, tile{"tile"};
   int width_known = 0;  // the exits' widest d if every width is known when compiling, else 0
   std::vector<int> exits;  // backward_match::exits' indices, in the order of the sums
+  // backward_match::reductions' indices summed here (in one pass only), their sums after the
+  // exits': each takes blocks of tile_rows cells, a block's cells in the rows of one sum.
+  std::vector<int> reductions;
+  // Per reduction: a tile's contributions summed per cell, (cell, kt, qt, lead..., batch), one
+  // serial pass over the tile's pairs in a fixed order.
+  std::vector<Halide::Func> tile_sums;
   // Computed per tile: the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
   // queries and keys), then each exit's product of them with its other operand, (d, i, kt, qt,
   // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits).

@@ -71,11 +71,24 @@ Expr generic_lowering::divided(const ir::node& n, const Expr& x, const Expr& y) 
   return x / y;
 }
 
+// A fused backward's tiles run past the last query and key (their pair values there are
+// discarded); a node outside the tiles that they read there is read at its last row instead when
+// its size is fixed when compiling (its Func is bounded to it; one sized at the call is computed
+// for the rows read).
+std::vector<Expr> generic_lowering::past_the_end_clamped(const ir::node& n, std::vector<Expr> idx) const {
+  if (s_.tile.keys_clamped || in_fused_tile(s_, n)) return idx;
+  for (std::size_t k = 0; k < n.shape.size() && k < idx.size(); ++k) {
+    const ir::dim& d = n.shape[k];
+    if (s_.tiled_dims.contains(d.name) && (d.size > 0 || s_.bound.contains(d.name))) idx[k] = clamp(idx[k], 0, s_.extent(d.name, d.size) - 1);
+  }
+  return idx;
+}
+
 Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placeholders& ph) {
   using ir::op;
   const ir::node& n = s_.g.at(i);
   if (auto given = s_.tile.given.find(i); given != s_.tile.given.end()) return given->second(idx);
-  if (ir::is_materialised(n.kind)) return func(i)(s_.args_of(n, idx));
+  if (ir::is_materialised(n.kind)) return func(i)(s_.args_of(n, past_the_end_clamped(n, idx)));
   auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
   switch (n.kind) {
     case op::input: case op::weight: case op::int_input:

@@ -35,6 +35,7 @@ class generic_lowering {
 
  private:
   bool reads_float_data(int i) const;
+  std::vector<Halide::Expr> past_the_end_clamped(const ir::node& n, std::vector<Halide::Expr> idx) const;
   bool uses_score(int i) const;
   Halide::Expr divided(const ir::node& n, const Halide::Expr& x, const Halide::Expr& y) const;
   void define_transpose(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
