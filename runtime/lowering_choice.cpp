@@ -54,7 +54,7 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
     throw compile_error(target.has_gpu_feature()
                             ? "path = fused: the fused backward has CPU schedules only; use path = automatic or generic"
                             : "path = fused: the fused backward covers one attention (softmax or softmax-free) whose pairs' gradients leave "
-                              "the tiles through products only (a table or slope the score reads needs the generic backward)");
+                              "the tiles through products, or sums into a table of at most 4096 cells per head fixed when compiling");
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
   if (target.has_feature(Halide::Target::OpenCL) && !target.has_feature(Halide::Target::CLHalf))
@@ -64,6 +64,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
                             ": OpenCL C holds 16-bit elements as half, which needs the target feature cl_half "
                             "(e.g. host-opencl-cl_half; the device's cl_khr_fp16)");
   const int vector = target.natural_vector_size<float>();
+  l.bf16_dot_products = !target.has_gpu_feature() &&
+                        (target.has_feature(Halide::Target::AVX512_Zen4) || target.has_feature(Halide::Target::AVX512_SapphireRapids));
   // A GPU target: the same algorithm with the GPU schedule's tiles (flash_gpu_schedule.hpp).
   if (target.has_gpu_feature()) {
     if (autoscheduled) throw compile_error("schedule '" + o.schedule + "': Halide's autoschedulers are offered for CPU targets only");
@@ -110,13 +112,14 @@ kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const d
   return k;
 }
 
-std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source) {
+std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source, bool bf16_dot_products) {
   // 16-bit tensors and how they are read: converted to float32 as loaded.
   std::string read;
   for (int t : g.terminals)
     if (g.at(t).type != ir::element::f32)
       read += (read.empty() ? " read=" : ",") + std::string(g.at(t).name) + ":" + std::string(ir::element_name(g.at(t).type));
   if (!read.empty()) read += " (converted to float32 as loaded)";
+  if (bf16_dot_products) read += " products=bfloat16 dot products (Q·Kᵀ of two bfloat16 tensors, vdpbf16ps)";
   if (!fused) return "path=generic" + read;
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);

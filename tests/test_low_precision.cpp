@@ -1,7 +1,9 @@
 // bfloat16 and float16 tensors (input<"k", bf16>(...)): stored 16-bit, read as float32, computed
-// in float32. The rule for their results, written down:
-//   - a kernel with 16-bit tensors computes exactly what the same kernel computes from float32
-//     tensors holding the same (rounded) values: the same bits;
+// in float32, except Q·Kᵀ of two bfloat16 tensors on a CPU with AVX512-BF16 (bfloat16 dot
+// products: each pair of products exact, summed as an FMA rounds, denormal inputs flushed).
+// The rule for their results, written down:
+//   - a kernel with 16-bit tensors converted as loaded computes exactly what the same kernel
+//     computes from float32 tensors holding the same (rounded) values: the same bits;
 //   - against a float64 reference from the same rounded values its error is at most 4 times that of
 //     a naive float32 implementation (scores, softmax, P·V summed in order) reading the same values,
 //     plus 1e-6 of the output's largest magnitude.
@@ -11,8 +13,10 @@
 #define BOOST_TEST_MODULE low_precision
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include "dsl/dsl.hpp"
@@ -21,6 +25,7 @@
 #include "runtime/gradients.hpp"
 #include "runtime/jit.hpp"
 #include "support/reference.hpp"
+#include <Halide.h>
 
 namespace {
 
@@ -62,15 +67,52 @@ bool same_bits(const tensor<float>& a, const tensor<float>& b) {
   return a.sizes() == b.sizes() && std::memcmp(a.data(), b.data(), a.values().size() * sizeof(float)) == 0;
 }
 
-// A 16-bit kernel and the float32 one of the same expression on the rounded values: the same bits.
+bool has_bf16_dot_products(const Halide::Target& t) {
+  return t.has_feature(Halide::Target::AVX512_Zen4) || t.has_feature(Halide::Target::AVX512_SapphireRapids);
+}
+
+// This CPU without its bfloat16 dot products: every 16-bit tensor converted as loaded.
+std::string converting_host() {
+  Halide::Target t = Halide::get_host_target();
+  for (auto f : {Halide::Target::AVX512_SapphireRapids, Halide::Target::AVX512_Zen5, Halide::Target::AVX512_Zen4}) t = t.without_feature(f);
+  return t.to_string();
+}
+
+// A 16-bit kernel (converted as loaded) and the float32 one of the same expression on the rounded
+// values: the same bits.
 template <class Elem, class E16, class E32>
 void expect_as_float32(const std::string& what, const E16& low, const E32& full, std::int64_t n, std::mt19937& rng) {
-  const auto k16 = attn::jit(low);
+  const auto k16 = attn::jit(low, {.target = converting_host()});
   const auto k32 = attn::jit(full);
   const tensor<Elem> q = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng)), k = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng)),
                      v = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng));
   const tensor<float> y16 = k16(q, k, v), y32 = k32(widened(q), widened(k), widened(v));
   BOOST_TEST(same_bits(y16, y32), what << " at T = " << n);
+}
+
+// A single-head bfloat16 kernel (T, 32), kernel_at(T), against the float64 reference of the same
+// rounded values: within 4 times the naive float32's error plus 1e-6 of the largest output.
+template <class Make>
+void expect_within_the_rule(const std::string& what, const Make& kernel_at, const std::vector<std::int64_t>& sizes, const ref::mask_pred& keep,
+                            const ref::score_mod<double>& mod64, const ref::score_mod<float>& mod32, std::mt19937& rng) {
+  for (std::int64_t n : sizes) {
+    const auto kernel = kernel_at(n);
+    const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
+                           kb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
+                           vb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng));
+    const tensor<float> y = kernel(qb, kb, vb);
+    const auto exact = ref::scaled_dot_product(ref::item<double>(widened(qb), 0, 2), ref::item<double>(widened(kb), 0, 2),
+                                               ref::item<double>(widened(vb), 0, 2), ref::inv_sqrt(32), keep, mod64);
+    const auto naive = ref::scaled_dot_product(ref::item<float>(widened(qb), 0, 2), ref::item<float>(widened(kb), 0, 2),
+                                               ref::item<float>(widened(vb), 0, 2), ref::inv_sqrt(32), keep, mod32);
+    double err = 0, naive_err = 0, largest = 0;
+    for (std::size_t i = 0; i < y.values().size(); ++i) {
+      err = std::max(err, std::abs(y.values()[i] - exact.output.a[i]));
+      naive_err = std::max(naive_err, std::abs(naive.output.a[i] - exact.output.a[i]));
+      largest = std::max(largest, std::abs(exact.output.a[i]));
+    }
+    BOOST_TEST(err <= 4 * naive_err + 1e-6 * largest, what << ", T = " << n << ": error " << err << ", naive float32's " << naive_err);
+  }
 }
 
 }  // namespace
@@ -136,25 +178,85 @@ BOOST_AUTO_TEST_CASE(gradients_are_those_of_the_same_values_in_float32) {
 BOOST_AUTO_TEST_CASE(within_four_times_a_naive_float32_error) {
   std::mt19937 rng(9);
   constexpr auto D = dim<"D", 32>;
-  const auto kernel = attn::jit(combine(softmax(causal(scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D)))), input<"v", bf16>(T, D)));
-  for (std::int64_t n : {1, 7, 33, 257, 1000}) {
-    const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
-                           kb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
-                           vb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng));
-    const tensor<float> y = kernel(qb, kb, vb);
-    const auto keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
-    const auto exact = ref::scaled_dot_product(ref::item<double>(widened(qb), 0, 2), ref::item<double>(widened(kb), 0, 2),
-                                               ref::item<double>(widened(vb), 0, 2), ref::inv_sqrt(32), keep);
-    const auto naive = ref::scaled_dot_product(ref::item<float>(widened(qb), 0, 2), ref::item<float>(widened(kb), 0, 2),
-                                               ref::item<float>(widened(vb), 0, 2), ref::inv_sqrt(32), keep);
-    double err = 0, naive_err = 0, largest = 0;
-    for (std::size_t i = 0; i < y.values().size(); ++i) {
-      err = std::max(err, std::abs(y.values()[i] - exact.output.a[i]));
-      naive_err = std::max(naive_err, std::abs(naive.output.a[i] - exact.output.a[i]));
-      largest = std::max(largest, std::abs(exact.output.a[i]));
-    }
-    BOOST_TEST(err <= 4 * naive_err + 1e-6 * largest, "T = " << n << ": error " << err << ", naive float32's " << naive_err);
+  const auto y = combine(softmax(causal(scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D)))), input<"v", bf16>(T, D));
+  const auto keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
+  const auto kernel = attn::jit(y, {.target = converting_host()});
+  expect_within_the_rule("causal, converted", [&](std::int64_t) { return kernel; }, {1, 7, 33, 257, 1000}, keep, {}, {}, rng);
+}
+
+// Built for a CPU with AVX512-BF16 on any machine: the kernel's assembly has vdpbf16ps.
+BOOST_AUTO_TEST_CASE(bfloat16_dot_products_build_for_avx512_zen4) {
+  constexpr auto D = dim<"D", 32>;
+  const auto y = combine(softmax(causal(scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D)))), input<"v", bf16>(T, D));
+  attn::aot::options o;
+  o.name = "bf16_dots";
+  o.targets = {"x86-64-linux-avx512_zen4"};
+  o.bind = {{"T", 64}};
+  o.assembly = true;
+  o.out_dir = std::filesystem::temp_directory_path() / ("attn_bf16_dots_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(o.out_dir);
+  attn::aot::generate(attn::dsl::to_ir(y), o);
+  std::ifstream s(o.out_dir / "bf16_dots.s");
+  const std::string assembly{std::istreambuf_iterator<char>(s), {}};
+  std::filesystem::remove_all(o.out_dir);
+  BOOST_TEST(assembly.find("vdpbf16ps") != std::string::npos);
+}
+
+// Q·Kᵀ on bfloat16 dot products where the CPU has them and the queries are known when compiling
+// to be more than a few (T bound here: 7 queries and more; describe() says so), every mask and
+// modifier family within the rule; elsewhere skipped (bfloat16_dot_products_build_for_avx512_zen4
+// builds them).
+BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them) {
+  if (!has_bf16_dot_products(Halide::get_host_target())) {
+    BOOST_TEST_MESSAGE("skipped: this CPU has no AVX512-BF16");
+    return;
   }
+  std::mt19937 rng(21);
+  constexpr auto D = dim<"D", 32>;
+  const auto s = scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D));
+  constexpr auto v32 = input<"v", bf16>(T, D);
+  const auto bound = [](const auto& e) {
+    return [e](std::int64_t n) {
+      auto kernel = attn::jit(e, {.bind = {{"T", n}}});
+      BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products") != std::string::npos, kernel.compiled().describe());
+      return kernel;
+    };
+  };
+  const std::vector<std::int64_t> sizes{7, 33, 257, 1000};
+  const auto causal_keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
+  const auto window_keep = [](ref::index i, ref::index j, ref::index) { return j <= i && i - j < 5; };
+  const auto cap = [](auto x, ref::index, ref::index, ref::index) { return 20 * std::tanh(x / 20); };
+  const auto slope = [](auto x, ref::index i, ref::index j, ref::index) { return x - 0.25f * static_cast<float>(i - j); };
+  expect_within_the_rule("causal", bound(combine(softmax(causal(s)), v32)), sizes, causal_keep, {}, {}, rng);
+  expect_within_the_rule("full", bound(combine(softmax(s), v32)), {33, 1000}, {}, {}, {}, rng);
+  expect_within_the_rule("sliding window 5 + softcap", bound(combine(softmax(sliding_window(softcap(s, 20.0f), 5)), v32)), sizes,
+                         window_keep, cap, cap, rng);
+  expect_within_the_rule("linear bias + causal", bound(combine(softmax(causal(modify(s, score - 0.25f * (q_idx - kv_idx)))), v32)),
+                         {33, 257}, causal_keep, slope, slope, rng);
+  // A query runtime-sized: its few-query version reads K converted, one kernel for every size.
+  BOOST_TEST(attn::jit(combine(softmax(causal(s)), v32)).compiled().describe().find("products=") == std::string::npos);
+
+  // NaN in keys behind key padding (a length of 0 included) reaches nothing.
+  constexpr auto NQ = dim<"NQ">;
+  constexpr auto NK = dim<"NK">;
+  const auto padded = attn::jit(combine(softmax(key_padding(scaled_scores(input<"q", bf16>(NQ, Dh), input<"k", bf16>(NK, Dh)), lengths<"len">)),
+                                        input<"v", bf16>(NK, Dh)),
+                                {.bind = {{"NQ", 20}}});
+  BOOST_TEST(padded.compiled().describe().find("products=bfloat16 dot products") != std::string::npos);
+  const tensor<bfloat16> q = rounded<bfloat16>(ref::random_tensor({3, 20, 16}, rng));
+  tensor<bfloat16> k = rounded<bfloat16>(ref::random_tensor({3, 40, 16}, rng)), v = rounded<bfloat16>(ref::random_tensor({3, 40, 16}, rng));
+  tensor<std::int32_t> len({3});
+  len.values() = {17, 40, 0};
+  for (std::int64_t b : {0, 2})
+    for (std::int64_t j = len.values()[static_cast<std::size_t>(b)]; j < 40; ++j)
+      for (std::int64_t d = 0; d < 16; ++d) k(b, j, d) = v(b, j, d) = bfloat16(std::numeric_limits<float>::quiet_NaN());
+  const tensor<float> out = padded(q, k, v, len);
+  for (std::int64_t b = 0; b < 3; ++b)
+    for (std::int64_t i = 0; i < 20; ++i)
+      for (std::int64_t d = 0; d < 16; ++d) {
+        BOOST_TEST_REQUIRE(std::isfinite(out(b, i, d)));
+        if (b == 2) BOOST_TEST_REQUIRE(out(b, i, d) == 0.0f);  // no key: 0
+      }
 }
 
 BOOST_AUTO_TEST_CASE(mixed_types_masked_nan_and_errors) {

@@ -53,7 +53,7 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
       // A block of keys in vectors × q_unroll rows, the contracted dim inside (Q·Kᵀ, dO·Vᵀ).
       int vectors = std::max(1, std::min(s.kv_vectors, b.kv_tile / v));
       while (vectors > 1 && (b.kv_tile / v) % vectors != 0) --vectors;
-      register_tile(pw.func.update(), pw.vars[0], pw.vars[1], {pw.reduction.x}, v, vectors, s.q_unroll);
+      register_tile_product(pw, pw.vars[0], pw.vars[1], v, vectors, s.q_unroll);
       if (pw.right_finite.defined()) {
         pw.right_finite.compute_root();
         pw.func.update().specialize(pw.right_finite());

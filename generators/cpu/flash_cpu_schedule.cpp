@@ -68,8 +68,8 @@ void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const 
   if (st.kind == stage::product) {
     if (staged_right_operand(st, s)) stage_right_operand(st, tile, s);
     // In registers the tile is one block: the order of blocks is the scores' (schedule_step).
-    register_tile(st.func.update(), st.vars[0], st.vars[1], {st.reduction.x}, s.vector, vectors, s.q_unroll,
-                  staged_right_operand(st, s) && !in_registers ? key_blocks_outside : rows_outside);
+    register_tile_product(st, st.vars[0], st.vars[1], s.vector, vectors, s.q_unroll,
+                          staged_right_operand(st, s) && !in_registers ? key_blocks_outside : rows_outside);
   } else if (st.kind == stage::softmax_row) {
     for (Func helper : {st.row_max, st.row_exp, st.row_sum}) helper.compute_at(at);
   }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 #include <Halide.h>
+#include "generators/lowering/stage.hpp"
 
 namespace attn::gen {
 
@@ -26,6 +27,18 @@ inline Halide::Var register_tile(Halide::Stage u, const Halide::VarOrRVar& x, co
   else loops.insert(loops.end(), {yo, xo});
   u.reorder(loops).vectorize(xv).unroll(xi).unroll(yi);
   return order == rows_outside ? xo : yo;
+}
+
+// A product's update as a register tile: paired products (stage::paired, bfloat16) contract the
+// pairs (reduction.y) in the tile, each pair's two (reduction.x) innermost, vectorised with the
+// keys atomically: a vector reduction of 2 lanes, which x86 with AVX512-BF16 runs as vdpbf16ps.
+inline Halide::Var register_tile_product(const stage& st, const Halide::VarOrRVar& x, const Halide::VarOrRVar& y, int vector, int vectors,
+                                  int rows, block_order order = rows_outside) {
+  Halide::Stage u = Halide::Func(st.func).update();
+  if (!st.paired) return register_tile(u, x, y, {st.reduction.x}, vector, vectors, rows, order);
+  const Halide::Var blocks = register_tile(u, x, y, {st.reduction.y}, vector, vectors, rows, order);
+  u.atomic().vectorize(st.reduction.x);
+  return blocks;
 }
 
 }  // namespace attn::gen

@@ -11,6 +11,7 @@ void schedule_gpu(lowered& l, const Target&) {
   for (lowered::stage& st : l.stages) {
     switch (st.kind) {
       case lowered::stage::layout:
+      case lowered::stage::pairs:          // made on CPU targets only (lowering_options::bf16_dot_products)
       case lowered::stage::row_reduction:  // with_lse's row max and sum
       case lowered::stage::sum:            // a thread per element sums it
         gpu_root(st.func);

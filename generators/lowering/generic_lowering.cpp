@@ -222,7 +222,7 @@ Func generic_lowering::func(int i) {
     case ir::op::matmul:
       st.reduction = define_product(n, f, idx, st);
       st.kind = stage::product;
-      if (auto it = s_.funcs.find(n.args[1]); s_.g.at(n.args[1]).shape.size() >= 2 && it != s_.funcs.end())
+      if (auto it = s_.funcs.find(n.args[1]); !st.paired && s_.g.at(n.args[1]).shape.size() >= 2 && it != s_.funcs.end())
         st.right_operand = it->second;
       break;
     case ir::op::softmax:
@@ -299,7 +299,77 @@ Expr generic_lowering::right_operand(const ir::node& n, const std::vector<Expr>&
   return select(few_queries, f(s_.args_of(t, ib)), shared);
 }
 
+// A product of bfloat16 pairs (lowering_options::bf16_dot_products): in a fused tile, a plain
+// (unweighted) product of a bfloat16 tensor by a transposed one (Q·Kᵀ), the contracted dim even
+// and fixed when compiling, where the queries are known when compiling to be more than a few
+// (tile_context::few_queries false: T static or bound). Decoding reads K once, where a copy in
+// pairs would read it twice (one query against 8192 keys: 2x slower), and a kernel cannot choose
+// its product per call (a select between the two computed both). Each pair's two products
+// f32(a)·f32(b) are exact; their sum with the accumulator rounds as an FMA's would (vdpbf16ps
+// flushes denormal inputs to zero).
+bool generic_lowering::runs_paired(const ir::node& n) const {
+  if (!s_.options.bf16_dot_products || !in_fused_tile(s_, n) || n.param == static_cast<int>(ir::product_kind::weighted)) return false;
+  if (s_.tile.few_queries.defined() && !is_const_zero(s_.tile.few_queries)) return false;
+  const auto bf16_tensor = [&](int i) {
+    const ir::node& t = s_.g.at(i);
+    return (t.kind == ir::op::input || t.kind == ir::op::weight) && t.type == ir::element::bf16 && t.shape.size() >= 2;
+  };
+  const ir::node& a = s_.g.at(n.args[0]);
+  const ir::node& b = s_.g.at(n.args[1]);
+  const std::int64_t k = a.shape.empty() ? 0 : a.shape.back().size;
+  return bf16_tensor(n.args[0]) && b.kind == ir::op::transpose && bf16_tensor(b.args[0]) && k > 0 && k % 2 == 0 &&
+         a.shape.size() >= 2 && n.shape.size() >= 2;
+}
+
+// a·bᵀ over pairs: r.x the pair's two (innermost, vectorised with the keys), r.y the pairs; b read
+// from its copy in pairs (pairs_of), one vector of keys × 2 per load.
+RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+  const int left = n.args[0], right = s_.g.at(n.args[1]).args[0];
+  const ir::node& a = s_.g.at(left);
+  const ir::node& b = s_.g.at(right);
+  const RDom r({{0, 2}, {0, static_cast<int>(a.shape.back().size / 2)}}, "k");
+  const std::vector<Expr> lead(idx.begin(), idx.end() - 2);
+  std::vector<Expr> ia = lead_index(a.shape, lead);
+  ia.push_back(row_inside(s_, n, a.shape, idx[idx.size() - 2]));
+  ia.push_back(2 * r.y + r.x);
+  std::vector<Expr> ib = lead_index(b.shape, lead);
+  ib.push_back(r.y);
+  ib.push_back(key_of_tile(s_, n, idx.back()));
+  ib.push_back(r.x);
+  const Expr x = s_.params.at(left)(s_.args_of(a, clamped_to_tensor(s_, left, ia)));
+  const Expr y = pairs_of(right)(halide_args(ib, s_.batch, b.batched));
+  f(s_.args_of(n, idx)) = 0.0f;
+  f(s_.args_of(n, idx)) += cast<float>(x) * cast<float>(y);
+  s_.out.bf16_dot_products = true;
+  return r;
+}
+
+// The bfloat16 tensor t (.., N, K) as (.., K/2, N, 2): each row's pairs of the contracted dim,
+// the rows of a pair index side by side. Computed once per call, like Kᵀ.
+Func generic_lowering::pairs_of(int t) {
+  if (auto it = s_.pairs.find(t); it != s_.pairs.end()) return it->second;
+  const ir::node& n = s_.g.at(t);
+  std::vector<Var> vars;  // row-major: lead..., pair index, row, pair
+  for (std::size_t k = 0; k + 2 < n.shape.size(); ++k) vars.emplace_back("pairs_lead" + std::to_string(k));
+  vars.emplace_back("pair_index");
+  vars.emplace_back("pairs_row");
+  vars.emplace_back("pair");
+  Func f(BFloat(16), static_cast<int>(vars.size()) + (n.batched ? 1 : 0), "pairs" + std::to_string(s_.count++));
+  const std::vector<Expr> at = as_exprs(vars);
+  std::vector<Expr> element(at.begin(), at.end() - 3);
+  element.push_back(at[at.size() - 2]);
+  element.push_back(2 * at[at.size() - 3] + at.back());
+  f(halide_args(at, s_.batch, n.batched)) = s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, element)));
+  s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::pairs, {}, {}, {}, {}, {}, {}});
+  s_.pairs.emplace(t, f);
+  return f;
+}
+
 RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, stage& st) {
+  if (runs_paired(n)) {
+    st.paired = true;
+    return define_paired_product(n, f, idx);
+  }
   const auto& sa = s_.g.at(n.args[0]).shape;
   const auto& sb = s_.g.at(n.args[1]).shape;
   RDom k(0, s_.extent(sa.back().name, sa.back().size), "k");

@@ -36,6 +36,9 @@ class generic_lowering {
  private:
   bool reads_float_data(int i) const;
   std::vector<Halide::Expr> past_the_end_clamped(const ir::node& n, std::vector<Halide::Expr> idx) const;
+  bool runs_paired(const ir::node& n) const;
+  Halide::RDom define_paired_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  Halide::Func pairs_of(int tensor);
   bool uses_score(int i) const;
   Halide::Expr divided(const ir::node& n, const Halide::Expr& x, const Halide::Expr& y) const;
   void define_transpose(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);

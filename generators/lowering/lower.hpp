@@ -44,6 +44,7 @@ struct lowered {
   // Backwards of attentions lowered to the fused backward (fused_backward.hpp), in a gradient graph.
   std::vector<backward_funcs> backward;
   flash_schedule tiles{};  // the fused pipeline's schedule, as lower_and_schedule chose it
+  bool bf16_dot_products = false;  // some product runs on bfloat16 dot products (lowering_options)
   std::optional<flash_gpu_schedule> gpu;  // for a GPU target: its fused schedule (tiles unused)
 };
 
@@ -61,6 +62,9 @@ struct lowering_options {
   // default fitted to the masks, the others keep it (`tiles` is then that default, unfitted).
   std::string given_tiles;
   bool with_lse = false;       // define lowered::lse (the graph has exactly one softmax: the caller checks)
+  // The CPU target has bfloat16 dot products (AVX512-BF16's vdpbf16ps): a fused tile's product of
+  // two bfloat16 tensors (Q·Kᵀ) runs on them (generic_lowering: paired products).
+  bool bf16_dot_products = false;
   std::optional<flash_gpu_schedule> gpu;  // a GPU target's fused schedule: its tiles replace `tiles`
 };
 

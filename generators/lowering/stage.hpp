@@ -11,10 +11,12 @@ struct stage {
   std::vector<Halide::Var> vars;  // innermost first, batch last
   // row_reduction: a value per softmax row from row_max and row_sum, computed per row (the log-sum-exp).
   // sum: a reduction (a sum, a maximum) over an RDom (update) into each element; scatter: a sum into elements the
-  // data picks (gather's adjoint), one serial pass so that its order is fixed.
-  enum kind_t { product, softmax_row, layout, row_reduction, sum, scatter } kind;
+  // data picks (gather's adjoint), one serial pass so that its order is fixed. pairs: a bfloat16
+  // tensor (.., N, K) copied as (pair index, row, pair), vars (pair, row, pair index, lead...): the
+  // right operand of a paired product.
+  enum kind_t { product, softmax_row, layout, row_reduction, sum, scatter, pairs } kind;
   Halide::Func row_max, row_exp, row_sum;  // softmax helpers, computed per row
-  Halide::RDom reduction;                   // products: the contracted dim
+  Halide::RDom reduction;                   // products: the contracted dim (paired: x a pair's two, y the pairs)
   std::vector<std::int64_t> extents;        // per var, as vars: the size if fixed when compiling, else 0
   // Products (.., M, K)·(.., K, N): the right operand when it is a Func of its own (Kᵀ in Q·Kᵀ).
   // Its innermost dim is the output's (the keys), so a schedule may stage it per tile.
@@ -25,6 +27,7 @@ struct stage {
   // Products in a fused tile whose right operand is a transpose: a copy of it, computed per key
   // tile, read where flash_funcs::few_queries holds (the shared right_operand elsewhere).
   Halide::Func tile_transpose{};
+  bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
 };
 
 }  // namespace attn::gen
