@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bfloat16 against float32 tensors in one command: builds precision_bench and prints one Markdown
 # table of prefill (full and causal, T x T, H = 8) and decode (1 and 8 queries against a long
-# key/value cache) with both element types, the same kernels otherwise, alternating in one run.
+# key/value cache) with both element types, the same kernels otherwise, alternating in one run;
+# then, if scripts/setup_peers.sh installed PyTorch, its SDPA on the same bfloat16 tensors.
 #   bash scripts/precision_bench.sh [--quick] [--update-docs] [--threads N] [--rounds N]
 #     --quick          T = 256 and a cache of 2048 keys, few rounds: checks the pipeline only
 #     --update-docs    writes the table, with date, CPU, commit and this command, as this CPU's
@@ -30,18 +31,27 @@ ATTN_JOBS=${ATTN_JOBS:-2} bash "$root/scripts/build.sh" --target precision_bench
 args=(--rounds "$rounds")
 ((quick)) && args+=(--quick)
 table=$(HL_NUM_THREADS=$threads ATTN_TUNING_DB=off "$root/build/bench/precision_bench" "${args[@]}")
+# PyTorch's SDPA on the same bfloat16 cases, after attnforge's rows (bench/precision_peer.py).
+python="$root/.venv-peers/bin/python" peers="PyTorch's SDPA on the same bfloat16 tensors timed after attnforge's rows."
+if [ -x "$python" ] && "$python" -c 'import torch' 2>/dev/null; then
+  table=$(HL_NUM_THREADS=$threads "$python" "$root/bench/precision_peer.py" --rounds "$rounds" <<<"$table")
+  peers="$peers PyTorch $("$python" -c 'import torch; print(torch.__version__)')."
+else
+  echo "== PyTorch not installed: no PyTorch column. Install it (once, ~3 GB) with: bash scripts/setup_peers.sh"
+  peers=""
+fi
 echo "$table"
 if ((update)); then
-  "$root/.venv/bin/python" - "$root/bench" "$command" "$threads" "$table" <<'PY'
+  "$root/.venv/bin/python" - "$root/bench" "$command" "$threads" "$table" "$peers" <<'PY'
 import sys
-bench, command, threads, table = sys.argv[1:]
+bench, command, threads, table, peers = sys.argv[1:]
 sys.path.insert(0, bench)
 import performance_doc
 machine, date = performance_doc.cpu_model(), performance_doc.today()
 performance_doc.write_section("cpu-precision", machine, f"### {machine}, {date}\n\n{performance_doc.provenance(command)}: "
                               f"{threads} threads, batch 1, H = 8; each time the best of its rounds. Prefill kernels are "
                               f"compiled with N_Q bound, decode kernels take it at the call; bfloat16 Q·Kᵀ: on bfloat16 "
-                              f"dot products (vdpbf16ps) or converted to float32 as loaded (describe()).\n\n{table}\n")
+                              f"dot products (vdpbf16ps) or converted to float32 as loaded (describe()). {peers}\n\n{table}\n")
 print(f"(written into {performance_doc.DOC})", file=sys.stderr)
 PY
 fi
