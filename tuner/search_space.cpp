@@ -55,7 +55,6 @@ const gen::parameter<S>& parameter_of(const axis& ax) {
   return *p;
 }
 
-// The cartesian product of the axes' grids over `start`, one axis at a time; the plausible ones.
 // The fused backward's tiles (CPU): its query tile, whether it sweeps (the key tiles then the same),
 // and the key tile where it does not; the forward's parameters stay the default's.
 const std::vector<axis>& backward_axes() {
@@ -70,6 +69,7 @@ const std::vector<axis>& backward_axes() {
 template <class S>
 using plausibility = bool (*)(const S&, const attention_sizes&);
 
+// The cartesian product of the axes' grids over `start`, one axis at a time; the plausible ones.
 template <class S>
 std::vector<S> grid_of(const std::vector<axis>& axes, const S& start, const attention_sizes& a, plausibility<S> keep) {
   std::vector<S> out{start};
