@@ -237,10 +237,13 @@ Func generic_lowering::func(int i) {
       define_sum_groups(n, f, idx);
       st.kind = stage::sum;
       break;
-    case ir::op::scatter_add:
-      define_scatter_add(n, f, idx);
-      st.kind = stage::scatter;
+    case ir::op::scatter_add: {  // f reads its compensated sums (a stage of their own)
+      stage sums = st;
+      sums.func = define_scatter_add(n, f, idx);
+      sums.kind = stage::scatter;
+      s_.out.stages.push_back(sums);
       break;
+    }
     case ir::op::store:
       f(s_.args_of(n, idx)) = value(n.args[0], idx, {});
       break;
@@ -515,14 +518,16 @@ void generic_lowering::define_sum_groups(const ir::node& n, Func& f, const std::
 
 // A table shaped like gather's tensor, each element the sum of the contributions c at the places
 // that gathered it (the indices clamped as gather clamps them). One serial pass in a fixed
-// order: the same sums, bitwise, for any thread count.
-void generic_lowering::define_scatter_add(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+// order: the same sums, bitwise, for any thread count. The sums are compensated (Kahan's, in
+// strict float arithmetic): an element may sum every pair of T × T (a learned slope), where a
+// plain float sum's error grows with the count (at T = 257 past the gradients' error rule).
+// Returns the (sum, compensation) Func; f is its sum.
+Func generic_lowering::define_scatter_add(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
   const ir::node& c = s_.g.at(n.args[0]);
   Region domain;
   for (const ir::dim& d : c.shape) domain.emplace_back(0, s_.extent(d.name, d.size));
   const bool batch = c.batched && !n.batched;
   if (batch) domain.emplace_back(0, s_.batch_extent());
-  f(s_.args_of(n, idx)) = 0.0f;
   std::vector<Expr> at_c;
   RDom r;
   if (!domain.empty()) {
@@ -541,7 +546,13 @@ void generic_lowering::define_scatter_add(const ir::node& n, Func& f, const std:
     v = Internal::substitute(s_.batch.name(), b, v);
     for (Expr& a : at) a = Internal::substitute(s_.batch.name(), b, a);
   }
-  f(s_.args_of(n, at)) += v;
+  Func sums(std::string(f.name()) + "_sums");
+  sums(s_.args_of(n, idx)) = Tuple(0.0f, 0.0f);
+  const std::vector<Expr> cell = s_.args_of(n, at);
+  const Expr y = v - sums(cell)[1], t = sums(cell)[0] + y;
+  sums(cell) = Tuple(strict_float(t), strict_float((t - sums(cell)[0]) - y));
+  f(s_.args_of(n, idx)) = sums(s_.args_of(n, idx))[0];
+  return sums;
 }
 
 }  // namespace attn::gen

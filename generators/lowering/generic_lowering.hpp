@@ -47,7 +47,7 @@ class generic_lowering {
   void define_softmax(const ir::node& n, Halide::Func& f, const std::vector<Halide::Var>& vars, stage& st);
   void define_sum_to(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
   void define_sum_groups(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
-  void define_scatter_add(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  Halide::Func define_scatter_add(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
 
   lowering_state& s_;
 };
