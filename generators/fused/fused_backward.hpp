@@ -39,8 +39,8 @@ struct backward_pass {
   // backward_match::reductions' indices summed here (in one pass only), their sums after the
   // exits': each takes blocks of tile_rows cells, a block's cells in the rows of one sum.
   std::vector<int> reductions;
-  // Per reduction: a tile's contributions summed per cell, (cell, kt, qt, lead..., batch), one
-  // serial pass over the tile's pairs in a fixed order.
+  // Per reduction: a tile's contributions summed per cell and lane, (cell, lane, kt, qt, lead...,
+  // batch), one serial pass over the tile's pairs in a fixed order (the lanes summed where read).
   std::vector<Halide::Func> tile_sums;
   // Computed per tile: the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
   // queries and keys), then each exit's product of them with its other operand, (d, i, kt, qt,
