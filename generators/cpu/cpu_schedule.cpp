@@ -79,7 +79,7 @@ void schedule_cpu(lowered& l, const Target& target) {
         // A vector of rows (keys) per pair index, each row's pair side by side: the pairs unrolled
         // inside the rows' vector, stored interleaved.
         f.reorder(v[0], v[1], v[2]).unroll(v[0], 2).vectorize(v[1], vec, TailStrategy::GuardWithIf);
-        if (v.size() >= 3) f.parallel(fuse_all(f, std::vector<Var>(v.begin() + 2, v.end())));
+        f.parallel(fuse_all(f, std::vector<Var>(v.begin() + 2, v.end())));  // pair index, lead..., batch
         break;
       }
       case lowered::stage::scatter:

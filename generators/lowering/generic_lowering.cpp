@@ -547,11 +547,11 @@ Func generic_lowering::define_scatter_add(const ir::node& n, Func& f, const std:
     for (Expr& a : at) a = Internal::substitute(s_.batch.name(), b, a);
   }
   Func sums(std::string(f.name()) + "_sums");
-  sums(s_.args_of(n, idx)) = Tuple(0.0f, 0.0f);
-  const std::vector<Expr> cell = s_.args_of(n, at);
+  const std::vector<Expr> element = s_.args_of(n, idx), cell = s_.args_of(n, at);
+  sums(element) = Tuple(0.0f, 0.0f);
   const Expr y = v - sums(cell)[1], t = sums(cell)[0] + y;
   sums(cell) = Tuple(strict_float(t), strict_float((t - sums(cell)[0]) - y));
-  f(s_.args_of(n, idx)) = sums(s_.args_of(n, idx))[0];
+  f(element) = sums(element)[0];
   return sums;
 }
 
