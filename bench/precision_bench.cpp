@@ -58,7 +58,7 @@ auto expression(auto q, auto k, auto v) {
   else return combine(softmax(scaled_scores(q, k)), v);
 }
 
-// One row: every tensor of the bfloat16 kernel is bfloat16 (the queries too). Prefill binds N_Q
+// One row: every tensor of the bfloat16 kernel is bfloat16 (the queries and the output too). Prefill binds N_Q
 // (the queries known when compiling: Q·Kᵀ on bfloat16 dot products where the CPU has them);
 // decode takes it at the call (K and V converted as loaded, read once).
 template <std::int64_t D, bool Causal>

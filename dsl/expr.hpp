@@ -173,6 +173,28 @@ constexpr auto int_input(Dims...) {
 template <fixed_string Name>
 inline constexpr terminal<Name, terminal_kind::int_input, f32> lengths{};
 
+// The type a result is stored in, where the rule's does not suit (to_ir.hpp: the float tensors'
+// common type, float32 where they differ): output_as<f32>(y) keeps a bfloat16 attention's output
+// in float32; output_as<bf16>(y) rounds a float32 one's. Only the whole expression has a storage
+// type: output_as inside another operation is an error when it converts to IR.
+template <ir::element Element, class E>
+struct stored_as {
+  E value;
+  static constexpr ir::element element = Element;
+  using shape_type = typename E::shape_type;
+  static constexpr bool batched = E::batched;
+  static constexpr bool free_placeholders = E::free_placeholders;
+};
+template <ir::element El, class E> struct is_expression<stored_as<El, E>> : std::true_type {};
+template <class T> inline constexpr bool is_stored_as_v = false;
+template <ir::element El, class E> inline constexpr bool is_stored_as_v<stored_as<El, E>> = true;
+
+template <ir::element Element, expression E>
+constexpr auto output_as(const E& e) {
+  if constexpr (is_shape_error_v<typename E::shape_type>) return e;  // reported where it is used
+  else return stored_as<Element, E>{e};
+}
+
 inline constexpr placeholder<ir::placeholder::score> score{};
 inline constexpr placeholder<ir::placeholder::q_idx> q_idx{};
 inline constexpr placeholder<ir::placeholder::kv_idx> kv_idx{};

@@ -89,6 +89,7 @@ class differentiator {
       y.shape = f_.output().shape;
       y.batched = f_.output().batched;
       y.name = saved_output_name;
+      y.type = f_.output().type;  // as the forward stored it
       g_.terminals.push_back(add(y));
       node lse;
       lse.kind = op::input;
@@ -99,6 +100,7 @@ class differentiator {
       g_.terminals.push_back(add(lse));
     }
     g_.root = outputs.front();
+    if (!is_terminal(at(g_.root).kind)) g_.nodes[static_cast<std::size_t>(g_.root)].type = element::f32;  // gradients are float32
     g_.more_outputs.assign(outputs.begin() + 1, outputs.end());
     return std::move(g_);
   }

@@ -142,7 +142,8 @@ struct dim {
 };
 
 // A float tensor's element type in memory. Arithmetic, the online softmax's state and every sum
-// are float32 whatever it is: a tensor's elements are converted as they are read.
+// are float32 whatever it is: a tensor's elements are converted as they are read, and the output
+// rounded once as it is stored.
 enum class element : std::uint8_t { f32, bf16, f16 };
 
 constexpr std::string_view element_name(element e) {
@@ -157,7 +158,7 @@ struct node {
   std::string_view name;   // terminals: the tensor's name; dim_value: the dim's name
   double value = 0;        // constant's value
   int param = 0;           // placeholder id, unsqueeze axis, product_kind
-  element type = element::f32;  // input and weight: the tensor's element type in memory
+  element type = element::f32;  // input and weight: the tensor's element type in memory; the root: the output's
   constexpr bool operator==(const node&) const = default;
 };
 

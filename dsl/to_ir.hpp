@@ -1,5 +1,6 @@
 #pragma once
 // Expression type -> ir::graph. constexpr, so the cost model can run inside static_assert.
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <boost/hana/for_each.hpp>
@@ -100,10 +101,39 @@ constexpr int emit(builder& b, const node<Op, A...>& e) {
   return b.add(std::move(n));
 }
 
+template <ir::element El, class E>
+constexpr int emit(builder&, const stored_as<El, E>&) {
+  throw std::logic_error("output_as: only the whole expression's output has a storage type, not a part of it");
+  return -1;  // (a constexpr function has a return statement)
+}
+
+// The output's element type where the expression names none: the float tensors' common type;
+// float32 where they differ or there is none.
+constexpr ir::element common_element(const ir::graph& g) {
+  std::optional<ir::element> common;
+  for (int t : g.terminals) {
+    const ir::node& n = g.at(t);
+    if (n.kind == ir::op::int_input) continue;
+    if (common && *common != n.type) return ir::element::f32;
+    common = n.type;
+  }
+  return common.value_or(ir::element::f32);
+}
+
 template <class E>
 constexpr ir::graph to_ir_checked(const E& e) {
   builder b;
-  b.g.root = emit(b, e);
+  std::optional<ir::element> named;
+  if constexpr (is_stored_as_v<E>) {
+    b.g.root = emit(b, e.value);
+    named = E::element;
+  } else {
+    b.g.root = emit(b, e);
+  }
+  ir::node& root = b.g.nodes[static_cast<std::size_t>(b.g.root)];
+  if (!ir::is_terminal(root.kind)) root.type = named.value_or(common_element(b.g));
+  else if (named && *named != root.type)
+    throw std::logic_error("output_as: the expression is a tensor itself, stored in its own type");
   // Call order: inputs, then weights, then integer inputs (lengths too); each kind in order of first appearance.
   std::vector<int> order;
   for (ir::op kind : {ir::op::input, ir::op::weight, ir::op::int_input})

@@ -197,16 +197,30 @@ std::string compiled_kernel::loop_nest(listing format) const {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
+dtype compiled_kernel::output_type() const { return detail::dtype_of(impl_->graph.output()); }
+
+std::vector<dense_buffer> compiled_kernel::output_buffers(std::span<const tensor_view> inputs) const {
   const ir::graph& g = impl_->graph;
+  const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
+  std::vector<dense_buffer> b;
+  b.emplace_back(output_type(), detail::result_sizes(g.output(), call));
+  for (int o : g.more_outputs) b.emplace_back(dtype::f32, detail::result_sizes(g.at(o), call));
+  return b;
+}
+
+template <class T>
+basic_outputs<T> compiled_kernel::run(std::span<const tensor_view> inputs) const {
+  const ir::graph& g = impl_->graph;
+  if (dtype_of<T>() != output_type())
+    throw dtype_error(std::string("kernel output: stored as ") + dtype_name(output_type()) + ", asked for " + dtype_name(dtype_of<T>()));
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
   // Before allocating: the outputs this call allocates and the kernel's intermediates.
   std::vector<int> allocated = g.outputs();
   if (impl_->options.with_weights) allocated.push_back(ir::weights_softmax(g));
   detail::check_memory(detail::estimate_memory(g, call, allocated, impl_->materialised),
                        impl_->target.maximum_buffer_size());
-  outputs out;
-  out.output = tensor<float>(detail::result_sizes(g.output(), call));
+  basic_outputs<T> out;
+  out.output = tensor<T>(detail::result_sizes(g.output(), call));
   tensor_view weights_view, lse_view;
   if (impl_->options.with_weights) {
     out.weights = tensor<float>(detail::result_sizes(g.at(ir::weights_softmax(g)), call));
@@ -222,6 +236,9 @@ outputs compiled_kernel::run(std::span<const tensor_view> inputs) const {
            impl_->options.with_lse ? &lse_view : nullptr, more_views);
   return out;
 }
+template basic_outputs<float> compiled_kernel::run(std::span<const tensor_view>) const;
+template basic_outputs<bfloat16> compiled_kernel::run(std::span<const tensor_view>) const;
+template basic_outputs<float16> compiled_kernel::run(std::span<const tensor_view>) const;
 
 void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,
                                const tensor_view* lse, std::span<const tensor_view> more) const {
@@ -243,8 +260,9 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     const ir::node* node;
     std::vector<std::int64_t> sizes;
     const tensor_view* view;
+    dtype type = dtype::f32;
   };
-  std::vector<result> results{{"output", &g.output(), detail::result_sizes(g.output(), call), &output}};
+  std::vector<result> results{{"output", &g.output(), detail::result_sizes(g.output(), call), &output, output_type()}};
   const int softmax = ir::weights_softmax(g);
   if (weights != nullptr) results.push_back({"weights", &g.at(softmax), detail::result_sizes(g.at(softmax), call), weights});
   if (lse != nullptr) results.push_back({"lse", &g.at(softmax), lse_sizes(g, call), lse});
@@ -254,7 +272,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   }
   for (std::size_t k = 0; k < results.size(); ++k) {
     const result& r = results[k];
-    detail::check_output(r.name.c_str(), *r.view, r.sizes);
+    detail::check_output(r.name.c_str(), *r.view, r.sizes, r.type);
     detail::check_no_self_overlap("output '" + r.name + "'", *r.view);
     for (std::size_t j = 0; j < k; ++j)
       if (detail::may_overlap(*results[j].view, *r.view))
@@ -264,27 +282,17 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
                        impl_->target.maximum_buffer_size());
 
   // Halide wants unit innermost strides: copy the few views that lack one.
-  std::vector<tensor<float>> float_copies;
-  std::vector<tensor<std::int32_t>> int_copies;
-  std::vector<tensor<bfloat16>> bf16_copies;
-  std::vector<tensor<float16>> f16_copies;
+  std::vector<dense_buffer> copies;
+  copies.reserve(inputs.size() + results.size());
+  auto dense_copy = [&](const tensor_view& v) {
+    return copies.emplace_back(v.type, std::vector<std::int64_t>(v.sizes.begin(), v.sizes.begin() + v.rank)).view();
+  };
   auto usable = [&](const tensor_view& v) -> tensor_view {
     if (detail::halide_compatible(v)) return v;
-    std::vector<std::int64_t> sizes(v.sizes.begin(), v.sizes.begin() + v.rank);
-    tensor_view dense;
-    switch (v.type) {
-      case dtype::f32: dense = float_copies.emplace_back(sizes).view(); break;
-      case dtype::i32: dense = int_copies.emplace_back(sizes).view(); break;
-      case dtype::bf16: dense = bf16_copies.emplace_back(sizes).view(); break;
-      case dtype::f16: dense = f16_copies.emplace_back(sizes).view(); break;
-    }
+    const tensor_view dense = dense_copy(v);
     detail::strided_copy(v, dense);
     return dense;
   };
-  float_copies.reserve(inputs.size() + results.size());
-  int_copies.reserve(inputs.size());
-  bf16_copies.reserve(inputs.size());
-  f16_copies.reserve(inputs.size());
 
   std::vector<std::unique_ptr<detail::halide_buffer>> buffers;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -302,7 +310,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
   for (const result& r : results) {
     tensor_view target = *r.view;
     if (!detail::halide_compatible(target) || overlaps_an_input(target))
-      target = float_copies.emplace_back(std::vector<std::int64_t>(target.sizes.begin(), target.sizes.begin() + target.rank)).view();
+      target = dense_copy(target);
     buffers.push_back(std::make_unique<detail::halide_buffer>(target, r.node->batched && !call.explicit_batch, call.batch));
     targets.push_back(target);
   }

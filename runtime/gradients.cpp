@@ -51,18 +51,22 @@ tensor<float> summed_over_batch(const tensor<float>& g) {
 
 // What the forward saved, for a call that does not give it: computed by the forward with_lse where
 // the backward reads it; else zeros of its shape (read by nothing, only checked).
-std::vector<tensor<float>> saved_for(const gradient_program& p, std::span<const tensor_view> forward_inputs) {
+std::vector<dense_buffer> saved_for(const gradient_program& p, std::span<const tensor_view> forward_inputs) {
   const compiled_kernel& k = *p.backward;
+  const call_shape call = check_inputs(p.forward, forward_inputs, checked_bindings(p.forward, k.options().bind));
+  const ir::graph& g = k.graph();
+  std::vector<dense_buffer> saved;
+  for (std::string_view name : {ir::saved_output_name, ir::saved_lse_name}) {
+    const ir::node& t = g.at(ir::saved_tensor(g, name));
+    saved.emplace_back(dtype_of(t), result_sizes(t, call));
+  }
   if (k.reads(ir::saved_output_name) || k.reads(ir::saved_lse_name)) {
     jit_options o = k.options();
     o.with_lse = true;
-    outputs f = compiled_kernel::get(p.forward, o)->run(forward_inputs);
-    return {std::move(f.output), std::move(f.lse)};
+    const tensor_view lse = saved[1].view();
+    compiled_kernel::get(p.forward, o)->run_into(forward_inputs, saved[0].view(), nullptr, &lse);
   }
-  const call_shape call = check_inputs(p.forward, forward_inputs, checked_bindings(p.forward, k.options().bind));
-  const ir::graph& g = k.graph();
-  return {tensor<float>(result_sizes(g.at(ir::saved_tensor(g, ir::saved_output_name)), call)),
-          tensor<float>(result_sizes(g.at(ir::saved_tensor(g, ir::saved_lse_name)), call))};
+  return saved;
 }
 
 }  // namespace
@@ -72,7 +76,7 @@ gradients run_gradients(const gradient_program& p, std::span<const tensor_view> 
   const std::size_t dy = static_cast<std::size_t>(ir::output_gradient_position(g));
   const bool takes_saved = g.terminals.size() > dy + 1;
   std::vector<tensor_view> views(inputs.begin(), inputs.end());
-  std::vector<tensor<float>> computed;
+  std::vector<dense_buffer> computed;
   if (s != nullptr && !takes_saved)
     throw argument_error("saved: the expression has " + std::to_string(ir::normalising_nodes(p.forward).size()) +
                          " softmaxes, and a saved log-sum-exp is defined for exactly one; call without saved");
@@ -80,7 +84,7 @@ gradients run_gradients(const gradient_program& p, std::span<const tensor_view> 
     views.insert(views.end(), {s->output, s->lse});
   } else if (takes_saved) {
     computed = saved_for(p, inputs.first(dy));
-    for (const tensor<float>& t : computed) views.push_back(t.view());
+    for (const dense_buffer& t : computed) views.push_back(t.view());
   }
   outputs out = p.backward->run(views);
   std::vector<tensor<float>> values{std::move(out.output)};

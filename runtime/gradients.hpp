@@ -4,7 +4,7 @@
 // saved, and the forward's tensors:
 //   auto forward = attn::jit(y, {.with_lse = true});
 //   auto grad = attn::jit_gradients(y);
-//   attn::outputs o = forward.run(x, wq, wk, wv);                          // o.output, o.lse
+//   auto o = forward.run(x, wq, wk, wv);                                   // o.output, o.lse
 //   attn::gradients d = grad(dy, attn::saved{o.output, o.lse}, x, wq, wk, wv);
 //   d["wq"], d["x"]                                  // d(sum(dy ∘ y)) / d(tensor)
 // Without `saved` (grad(dy, x, wq, wk, wv), or by name: grad(dy, {{"x", x}, ...})) the call

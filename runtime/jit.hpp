@@ -5,6 +5,7 @@
 // Tensors are passed inputs first, then weights, then integer inputs (lengths), each kind in order of first
 // appearance in the expression (kernel::parameters() lists the names), or by name in any order:
 //   attn::tensor<float> out = k({{"x", x}, {"wq", wq}, {"wk", wk}, {"wv", wv}});
+// The output is float32, or bfloat16 / float16 where every float tensor is (kernel::output_value).
 // Tensors may carry a leading batch dim (inputs, integer inputs) or not (batch of 1); weights never do.
 #include <array>
 #include <concepts>
@@ -25,21 +26,29 @@ class kernel {
     else return dsl::to_ir(E{}).terminals.size();
   }();
 
+  // The output's element type: float, or bfloat16 / float16 where the expression's float tensors
+  // all are (dsl::output_as chooses another).
+  static constexpr ir::element output_element = [] {
+    if constexpr (dsl::has_shape_error<E>) return ir::element::f32;
+    else return ir::element{dsl::to_ir(E{}).output().type};
+  }();
+  using output_value = stored_value<output_element>;
+
   explicit kernel(std::shared_ptr<const compiled_kernel> k) : k_(std::move(k)) {}
 
   template <class... T>
     requires(std::convertible_to<const T&, tensor_view> && ...)
-  tensor<float> operator()(const T&... inputs) const {
+  tensor<output_value> operator()(const T&... inputs) const {
     return run(inputs...).output;
   }
 
   // The output and, if compiled with_weights, the attention weights; with_lse, the log-sum-exp.
   template <class... T>
     requires(std::convertible_to<const T&, tensor_view> && ...)
-  outputs run(const T&... inputs) const {
+  basic_outputs<output_value> run(const T&... inputs) const {
     check_arity<sizeof...(T)>();
     const std::array<tensor_view, sizeof...(T)> views{tensor_view(inputs)...};
-    return k_->run(views);
+    return k_->run<output_value>(views);
   }
 
   // Writes into the caller's memory (any strides); untouched if a check fails.
@@ -70,11 +79,13 @@ class kernel {
 
   // By name, in any order: every parameter exactly once (argument_error naming a missing, unknown
   // or repeated name).
-  tensor<float> operator()(std::initializer_list<named_tensor> named) const { return run(named).output; }
-  outputs run(std::initializer_list<named_tensor> named) const {
-    return k_->run(detail::in_call_order(k_->parameter_names(), named));
+  tensor<output_value> operator()(std::initializer_list<named_tensor> named) const { return run(named).output; }
+  basic_outputs<output_value> run(std::initializer_list<named_tensor> named) const {
+    return k_->run<output_value>(detail::in_call_order(k_->parameter_names(), named));
   }
-  outputs run(std::span<const named_tensor> named) const { return k_->run(detail::in_call_order(k_->parameter_names(), named)); }
+  basic_outputs<output_value> run(std::span<const named_tensor> named) const {
+    return k_->run<output_value>(detail::in_call_order(k_->parameter_names(), named));
+  }
   void into(const tensor_view& output, std::initializer_list<named_tensor> named) const {
     k_->run_into(detail::in_call_order(k_->parameter_names(), named), output, nullptr);
   }

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 #include "dsl/dim.hpp"
 #include "dsl/ir.hpp"
@@ -31,14 +32,22 @@ struct jit_options {
 // How a loop nest is listed: plain text, or an HTML page to browse in a web browser.
 enum class listing { text, html };
 
-struct outputs {
-  tensor<float> output;
+// T: the output's element type (the expression's: float32 unless its tensors are all bfloat16 or
+// all float16, or dsl::output_as says otherwise).
+template <class T>
+struct basic_outputs {
+  tensor<T> output;
   tensor<float> weights;  // empty unless compiled with_weights
   // Empty unless compiled with_lse: log Σ_kept exp(score) of each row of the softmax, shaped like
   // the softmax without its key axis (batch, heads..., queries); -inf for a row with no kept key.
   tensor<float> lse;
   std::vector<tensor<float>> more;  // ir::graph::more_outputs, in order (a gradient graph's)
 };
+using outputs = basic_outputs<float>;
+
+// The C++ element type of a tensor stored as e.
+template <ir::element E>
+using stored_value = std::conditional_t<E == ir::element::bf16, bfloat16, std::conditional_t<E == ir::element::f16, float16, float>>;
 
 class compiled_kernel {
  public:
@@ -50,14 +59,19 @@ class compiled_kernel {
   ~compiled_kernel();
 
   // Checks every tensor, aliasing and the memory budget first (nothing is written when a check
-  // fails), then runs.
-  outputs run(std::span<const tensor_view> inputs) const;
+  // fails), then runs. T is the output's element type (output_type(); another is a dtype_error).
+  template <class T = float>
+  basic_outputs<T> run(std::span<const tensor_view> inputs) const;
+  // Zeroed dense tensors for the outputs of a call with these inputs, each in its type: the
+  // output, then the more outputs (for run_into, where the caller does not name the types).
+  std::vector<dense_buffer> output_buffers(std::span<const tensor_view> inputs) const;
   // weights (lse) must be given exactly when the kernel was compiled with_weights (with_lse);
   // `more`, one tensor per ir::graph::more_outputs.
   void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,
                 const tensor_view* lse = nullptr, std::span<const tensor_view> more = {}) const;
 
   const ir::graph& graph() const;
+  dtype output_type() const;
   const jit_options& options() const;
   std::vector<std::string> parameter_names() const;
   // Does the compiled pipeline read the tensor called `parameter` (a tensor it takes but does not

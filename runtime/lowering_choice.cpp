@@ -57,12 +57,15 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
                               "the tiles through products, or sums into a table of at most 4096 cells per head fixed when compiling");
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
-  if (target.has_feature(Halide::Target::OpenCL) && !target.has_feature(Halide::Target::CLHalf))
+  if (target.has_feature(Halide::Target::OpenCL) && !target.has_feature(Halide::Target::CLHalf)) {
+    const std::string why = ": OpenCL C holds 16-bit elements as half, which needs the target feature cl_half "
+                            "(e.g. host-opencl-cl_half; the device's cl_khr_fp16)";
     for (int t : g.terminals)
       if (g.at(t).type != ir::element::f32)
-        throw compile_error("tensor '" + std::string(g.at(t).name) + "' is " + std::string(ir::element_name(g.at(t).type)) +
-                            ": OpenCL C holds 16-bit elements as half, which needs the target feature cl_half "
-                            "(e.g. host-opencl-cl_half; the device's cl_khr_fp16)");
+        throw compile_error("tensor '" + std::string(g.at(t).name) + "' is " + std::string(ir::element_name(g.at(t).type)) + why);
+    if (g.output().type != ir::element::f32)
+      throw compile_error("the output is stored as " + std::string(ir::element_name(g.output().type)) + why);
+  }
   const int vector = target.natural_vector_size<float>();
   l.bf16_dot_products = !target.has_gpu_feature() &&
                         (target.has_feature(Halide::Target::AVX512_Zen4) || target.has_feature(Halide::Target::AVX512_SapphireRapids));
@@ -119,6 +122,7 @@ std::string describe(const ir::graph& g, bool fused, const std::string& schedule
     if (g.at(t).type != ir::element::f32)
       read += (read.empty() ? " read=" : ",") + std::string(g.at(t).name) + ":" + std::string(ir::element_name(g.at(t).type));
   if (!read.empty()) read += " (converted to float32 as loaded)";
+  if (g.output().type != ir::element::f32) read += " output=" + std::string(ir::element_name(g.output().type)) + " (rounded as stored)";
   if (bf16_dot_products) read += " products=bfloat16 dot products (Q·Kᵀ of two bfloat16 tensors, vdpbf16ps)";
   if (!fused) return "path=generic" + read;
   std::string s = "path=fused";

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #include "errors.hpp"
 #include "half_floats.hpp"
@@ -29,6 +30,15 @@ inline std::int64_t checked_size_product(std::int64_t a, std::int64_t b, const c
     throw shape_error(std::string(what) + ": the product of the sizes overflows 64 bits (" + std::to_string(a) + " * " +
                       std::to_string(b) + ")");
   return r;
+}
+// The element count, or shape_error for a negative size or a product that overflows.
+inline std::size_t checked_elements(const std::vector<std::int64_t>& sizes) {
+  std::int64_t n = 1;
+  for (std::int64_t s : sizes) {
+    if (s < 0) throw shape_error("tensor: negative size " + std::to_string(s));
+    n = checked_size_product(n, s, "tensor");
+  }
+  return static_cast<std::size_t>(n);
 }
 }  // namespace detail
 
@@ -64,6 +74,23 @@ struct tensor_view {
   }
 };
 
+namespace detail {
+// Dense row-major memory of these sizes as a view (an owning tensor's).
+inline tensor_view dense_view(void* data, dtype type, const std::vector<std::int64_t>& sizes) {
+  tensor_view v;
+  v.data = data;
+  v.type = type;
+  v.rank = static_cast<int>(sizes.size());
+  std::int64_t s = 1;
+  for (int i = v.rank - 1; i >= 0; --i) {
+    v.sizes[static_cast<std::size_t>(i)] = sizes[static_cast<std::size_t>(i)];
+    v.strides[static_cast<std::size_t>(i)] = s;
+    s *= sizes[static_cast<std::size_t>(i)];
+  }
+  return v;
+}
+}  // namespace detail
+
 // A view of caller memory: dense row-major, or with explicit strides (in elements).
 template <class T>
 tensor_view view(T* data, std::initializer_list<std::int64_t> sizes, std::initializer_list<std::int64_t> strides = {}) {
@@ -89,7 +116,7 @@ template <class T>
 class tensor {
  public:
   tensor() = default;
-  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{}) : sizes_(std::move(sizes)), data_(checked_elements(sizes_), fill) {}
+  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{}) : sizes_(std::move(sizes)), data_(detail::checked_elements(sizes_), fill) {}
 
   const std::vector<std::int64_t>& sizes() const { return sizes_; }
   std::int64_t size(int i) const { return sizes_[static_cast<std::size_t>(i)]; }
@@ -105,30 +132,11 @@ class tensor {
   const T& operator()(I... idx) const { return data_[offset({static_cast<std::int64_t>(idx)...})]; }
 
   tensor_view view() const {
-    tensor_view v;
-    v.data = const_cast<T*>(data_.data());
-    v.type = dtype_of<T>();
-    v.rank = rank();
-    std::int64_t s = 1;
-    for (int i = v.rank - 1; i >= 0; --i) {
-      v.sizes[static_cast<std::size_t>(i)] = sizes_[static_cast<std::size_t>(i)];
-      v.strides[static_cast<std::size_t>(i)] = s;
-      s *= sizes_[static_cast<std::size_t>(i)];
-    }
-    return v;
+    return detail::dense_view(const_cast<T*>(data_.data()), dtype_of<T>(), sizes_);
   }
   operator tensor_view() const { return view(); }
 
  private:
-  // The element count, or shape_error for a negative size or a product that overflows.
-  static std::size_t checked_elements(const std::vector<std::int64_t>& sizes) {
-    std::int64_t n = 1;
-    for (std::int64_t s : sizes) {
-      if (s < 0) throw shape_error("tensor: negative size " + std::to_string(s));
-      n = detail::checked_size_product(n, s, "tensor");
-    }
-    return static_cast<std::size_t>(n);
-  }
   std::size_t offset(std::initializer_list<std::int64_t> idx) const {
     std::int64_t o = 0;
     std::size_t d = 0;
@@ -137,6 +145,41 @@ class tensor {
   }
   std::vector<std::int64_t> sizes_;
   std::vector<T> data_;
+};
+
+// An owned dense row-major tensor whose element type is known only at run time: a kernel's
+// outputs where the caller does not name their types (the tuner, saved forward results), copies
+// of strided views. Zero-filled.
+class dense_buffer {
+ public:
+  dense_buffer(dtype type, std::vector<std::int64_t> sizes)
+      : type_(type), sizes_(std::move(sizes)), words_((detail::checked_elements(sizes_) * static_cast<std::size_t>(dtype_bytes(type)) + 3) / 4) {}
+  dtype type() const { return type_; }
+  const std::vector<std::int64_t>& sizes() const { return sizes_; }
+  tensor_view view() const {
+    return detail::dense_view(const_cast<std::uint32_t*>(words_.data()), type_, sizes_);
+  }
+  // Every element as a float (exact for the 16-bit types).
+  std::vector<float> floats() const {
+    std::vector<float> f(detail::checked_elements(sizes_));
+    for (std::size_t i = 0; i < f.size(); ++i) f[i] = at(i);
+    return f;
+  }
+
+ private:
+  float at(std::size_t i) const {
+    const void* p = words_.data();
+    switch (type_) {
+      case dtype::f32: return static_cast<const float*>(p)[i];
+      case dtype::i32: return static_cast<float>(static_cast<const std::int32_t*>(p)[i]);
+      case dtype::bf16: return static_cast<float>(static_cast<const bfloat16*>(p)[i]);
+      case dtype::f16: return static_cast<float>(static_cast<const float16*>(p)[i]);
+    }
+    return 0;
+  }
+  dtype type_;
+  std::vector<std::int64_t> sizes_;
+  std::vector<std::uint32_t> words_;  // 4-byte words: aligned for every dtype
 };
 
 }  // namespace attn

@@ -91,10 +91,10 @@ std::vector<std::int64_t> result_sizes(const ir::node& n, const call_shape& call
   return s;
 }
 
-void check_output(const char* what, const tensor_view& v, const std::vector<std::int64_t>& expected) {
+void check_output(const char* what, const tensor_view& v, const std::vector<std::int64_t>& expected, dtype type) {
   const std::string who = std::string("output '") + what + "'";
   if (v.data == nullptr) throw argument_error(who + ": null data pointer");
-  if (v.type != dtype::f32) throw dtype_error(who + ": expected float32, got " + dtype_name(v.type));
+  if (v.type != type) throw dtype_error(who + ": expected " + dtype_name(type) + ", got " + dtype_name(v.type));
   std::string want = "(";
   for (std::size_t k = 0; k < expected.size(); ++k) want += (k ? ", " : "") + std::to_string(expected[k]);
   want += ")";

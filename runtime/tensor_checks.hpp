@@ -27,6 +27,6 @@ call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs,
 // The row-major sizes of a node's result in this call (batch first, if the call has one).
 std::vector<std::int64_t> result_sizes(const ir::node& n, const call_shape& call);
 
-void check_output(const char* what, const tensor_view& v, const std::vector<std::int64_t>& expected);
+void check_output(const char* what, const tensor_view& v, const std::vector<std::int64_t>& expected, dtype type);
 
 }  // namespace attn::detail

@@ -1,9 +1,12 @@
 // bfloat16 and float16 tensors (input<"k", bf16>(...)): stored 16-bit, read as float32, computed
 // in float32, except Q·Kᵀ of two bfloat16 tensors on a CPU with AVX512-BF16 (bfloat16 dot
 // products: each pair of products exact, summed as an FMA rounds, denormal inputs flushed).
+// The output is stored in the float tensors' common type (float32 where they differ), or as
+// output_as<...> says: rounded once, to nearest even, from the float32 result.
 // The rule for their results, written down:
 //   - a kernel with 16-bit tensors converted as loaded computes exactly what the same kernel
-//     computes from float32 tensors holding the same (rounded) values: the same bits;
+//     computes from float32 tensors holding the same (rounded) values, then rounds it to its
+//     output's type: the same bits;
 //   - against a float64 reference from the same rounded values its error is at most 4 times that of
 //     a naive float32 implementation (scores, softmax, P·V summed in order) reading the same values,
 //     plus 1e-6 of the output's largest magnitude.
@@ -63,8 +66,9 @@ tensor<float> widened(const tensor<From>& x) {
   return t;
 }
 
-bool same_bits(const tensor<float>& a, const tensor<float>& b) {
-  return a.sizes() == b.sizes() && std::memcmp(a.data(), b.data(), a.values().size() * sizeof(float)) == 0;
+template <class Elem>
+bool same_bits(const tensor<Elem>& a, const tensor<Elem>& b) {
+  return a.sizes() == b.sizes() && std::memcmp(a.data(), b.data(), a.values().size() * sizeof(Elem)) == 0;
 }
 
 bool has_bf16_dot_products(const Halide::Target& t) {
@@ -78,20 +82,21 @@ std::string converting_host() {
   return t.to_string();
 }
 
-// A 16-bit kernel (converted as loaded) and the float32 one of the same expression on the rounded
-// values: the same bits.
+// A 16-bit kernel (converted as loaded, its output 16-bit) and the float32 one of the same
+// expression on the rounded values, its output rounded: the same bits.
 template <class Elem, class E16, class E32>
 void expect_as_float32(const std::string& what, const E16& low, const E32& full, std::int64_t n, std::mt19937& rng) {
   const auto k16 = attn::jit(low, {.target = converting_host()});
   const auto k32 = attn::jit(full);
   const tensor<Elem> q = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng)), k = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng)),
                      v = rounded<Elem>(ref::random_tensor({2, 2, n, 16}, rng));
-  const tensor<float> y16 = k16(q, k, v), y32 = k32(widened(q), widened(k), widened(v));
-  BOOST_TEST(same_bits(y16, y32), what << " at T = " << n);
+  const tensor<Elem> y16 = k16(q, k, v);
+  BOOST_TEST(same_bits(y16, rounded<Elem>(k32(widened(q), widened(k), widened(v)))), what << " at T = " << n);
 }
 
-// A single-head bfloat16 kernel (T, 32), kernel_at(T), against the float64 reference of the same
-// rounded values: within 4 times the naive float32's error plus 1e-6 of the largest output.
+// A single-head bfloat16 kernel (T, 32) with a float32 output, kernel_at(T), against the float64
+// reference of the same rounded values: within 4 times the naive float32's error plus 1e-6 of the
+// largest output.
 template <class Make>
 void expect_within_the_rule(const std::string& what, const Make& kernel_at, const std::vector<std::int64_t>& sizes, const ref::mask_pred& keep,
                             const ref::score_mod<double>& mod64, const ref::score_mod<float>& mod32, std::mt19937& rng) {
@@ -180,7 +185,7 @@ BOOST_AUTO_TEST_CASE(within_four_times_a_naive_float32_error) {
   constexpr auto D = dim<"D", 32>;
   const auto y = combine(softmax(causal(scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D)))), input<"v", bf16>(T, D));
   const auto keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
-  const auto kernel = attn::jit(y, {.target = converting_host()});
+  const auto kernel = attn::jit(output_as<f32>(y), {.target = converting_host()});
   expect_within_the_rule("causal, converted", [&](std::int64_t) { return kernel; }, {1, 7, 33, 257, 1000}, keep, {}, {}, rng);
 }
 
@@ -217,7 +222,7 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them) {
   constexpr auto v32 = input<"v", bf16>(T, D);
   const auto bound = [](const auto& e) {
     return [e](std::int64_t n) {
-      auto kernel = attn::jit(e, {.bind = {{"T", n}}});
+      auto kernel = attn::jit(output_as<f32>(e), {.bind = {{"T", n}}});
       BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products") != std::string::npos, kernel.compiled().describe());
       return kernel;
     };
@@ -250,7 +255,7 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them) {
   for (std::int64_t b : {0, 2})
     for (std::int64_t j = len.values()[static_cast<std::size_t>(b)]; j < 40; ++j)
       for (std::int64_t d = 0; d < 16; ++d) k(b, j, d) = v(b, j, d) = bfloat16(std::numeric_limits<float>::quiet_NaN());
-  const tensor<float> out = padded(q, k, v, len);
+  const tensor<float> out = widened(padded(q, k, v, len));
   for (std::int64_t b = 0; b < 3; ++b)
     for (std::int64_t i = 0; i < 20; ++i)
       for (std::int64_t d = 0; d < 16; ++d) {
@@ -301,4 +306,88 @@ BOOST_AUTO_TEST_CASE(mixed_types_masked_nan_and_errors) {
     const std::string m = e.what();
     return m.find("tensor 'k' is bfloat16") != std::string::npos && m.find("cl_half") != std::string::npos;
   });
+}
+
+// The output's type: the float tensors' common one, or output_as's; the checks name it.
+BOOST_AUTO_TEST_CASE(output_type_follows_the_inputs_or_output_as) {
+  std::mt19937 rng(17);
+  const auto bf16_y = combine(softmax(causal(scaled_scores(qb, kb))), vb);
+  const auto f32_y = combine(softmax(causal(scaled_scores(q, k))), v);
+  const auto mixed = attn::jit(combine(softmax(causal(scaled_scores(q, kb))), vb));
+  static_assert(std::is_same_v<decltype(attn::jit(bf16_y))::output_value, bfloat16>);
+  static_assert(std::is_same_v<decltype(attn::jit(combine(softmax(scaled_scores(qh, kh)), vh)))::output_value, float16>);
+  static_assert(std::is_same_v<decltype(mixed)::output_value, float>);
+  static_assert(std::is_same_v<decltype(attn::jit(output_as<f32>(bf16_y)))::output_value, float>);
+  static_assert(std::is_same_v<decltype(attn::jit(output_as<bf16>(f32_y)))::output_value, bfloat16>);
+  BOOST_TEST((mixed.compiled().output_type() == attn::dtype::f32));
+
+  const tensor<bfloat16> qt = rounded<bfloat16>(ref::random_tensor({2, 2, 33, 16}, rng)), kt = rounded<bfloat16>(ref::random_tensor({2, 2, 33, 16}, rng));
+  tensor<bfloat16> vt = rounded<bfloat16>(ref::random_tensor({2, 2, 33, 16}, rng));
+  vt(1, 0, 0, 3) = bfloat16(std::numeric_limits<float>::quiet_NaN());  // every query of (1, 0) sees it at d = 3
+  for (const attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
+    const auto rounded_out = attn::jit(bf16_y, {.path = path});
+    const auto float_out = attn::jit(output_as<f32>(bf16_y), {.path = path});
+    const tensor<bfloat16> y = rounded_out(qt, kt, vt);
+    const tensor<float> y32 = float_out(qt, kt, vt);
+    BOOST_TEST(same_bits(y, rounded<bfloat16>(y32)), rounded_out.compiled().describe());
+    for (std::int64_t i = 0; i < 33; ++i) BOOST_TEST_REQUIRE(std::isnan(static_cast<float>(y(1, 0, i, 3))));
+    // float32 tensors, the output rounded to bfloat16: the float32 kernel's output rounded.
+    const tensor<bfloat16> yr = attn::jit(output_as<bf16>(f32_y), {.path = path})(widened(qt), widened(kt), widened(vt));
+    BOOST_TEST(same_bits(yr, rounded<bfloat16>(attn::jit(f32_y, {.path = path})(widened(qt), widened(kt), widened(vt)))));
+  }
+
+  // Into the caller's memory: a strided bfloat16 view is written; a float32 one is a dtype_error.
+  const auto kernel = attn::jit(bf16_y);
+  tensor<bfloat16> wide({2, 2, 33, 32});
+  kernel.into(attn::view(wide.data(), {2, 2, 33, 16}, {2 * 33 * 32, 33 * 32, 32, 1}), qt, kt, vt);
+  const tensor<bfloat16> y = kernel(qt, kt, vt);
+  for (std::int64_t i = 0; i < 33; ++i) BOOST_TEST_REQUIRE(wide(0, 1, i, 5).bits == y(0, 1, i, 5).bits);
+  tensor<float> wrong({2, 2, 33, 16});
+  BOOST_CHECK_EXCEPTION(kernel.into(wrong, qt, kt, vt), attn::dtype_error, [](const attn::dtype_error& e) {
+    return std::string(e.what()).find("output 'output': expected bfloat16, got float32") != std::string::npos;
+  });
+  const std::array<attn::tensor_view, 3> views{qt.view(), kt.view(), vt.view()};
+  BOOST_CHECK_THROW(kernel.compiled().run(views), attn::dtype_error);  // run<float> of a bfloat16 output
+
+  // Output and parts: a tensor's own type when the expression is the tensor; output_as only on the whole.
+  BOOST_TEST((attn::dsl::to_ir(qb).output().type == attn::ir::element::bf16));
+  BOOST_CHECK_THROW(attn::dsl::to_ir(output_as<f32>(vb) + vb), std::logic_error);
+
+  // Ahead of time the header states it.
+  attn::aot::options o;
+  o.name = "typed";
+  const std::string header = attn::aot::abi_comment(attn::dsl::to_ir(bf16_y), o);
+  BOOST_TEST(header.find("output  bfloat16") != std::string::npos, header);
+  BOOST_TEST(kernel.compiled().describe().find("output=bfloat16 (rounded as stored)") != std::string::npos, kernel.compiled().describe());
+  // OpenCL C holds 16-bit elements as half: a bfloat16 output too needs cl_half.
+  o.targets = {"host-opencl"};
+  o.out_dir = std::filesystem::temp_directory_path();
+  BOOST_CHECK_EXCEPTION(attn::aot::generate(attn::dsl::to_ir(output_as<bf16>(f32_y)), o), attn::compile_error, [](const attn::compile_error& e) {
+    return std::string(e.what()).find("the output is stored as bfloat16") != std::string::npos;
+  });
+}
+
+// Gradients of a kernel whose output is bfloat16: the saved output is read as stored (bfloat16),
+// given by the caller or computed; the gradients stay float32.
+BOOST_AUTO_TEST_CASE(gradients_read_a_bfloat16_saved_output) {
+  std::mt19937 rng(19);
+  const auto y = combine(softmax(causal(scaled_scores(qb, kb))), vb);
+  const auto grads = attn::jit_gradients(y);
+  const auto forward = attn::jit(y, {.with_lse = true});
+  const tensor<bfloat16> qt = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng)), kt = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng)),
+                         vt = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng));
+  const tensor<float> dy = ref::random_tensor({1, 2, 40, 16}, rng);
+  const auto saved = forward.run(qt, kt, vt);
+  const attn::gradients computed = grads(dy, qt, kt, vt), given = grads(dy, attn::saved{saved.output, saved.lse}, qt, kt, vt);
+  const attn::gradients exact = attn::jit_gradients(combine(softmax(causal(scaled_scores(q, k))), v))(dy, widened(qt), widened(kt), widened(vt));
+  BOOST_REQUIRE(computed.size() == 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(same_bits(computed.values[i], given.values[i]), "d" << computed.names[i]);
+    double err = 0, largest = 0;
+    for (std::size_t j = 0; j < exact.values[i].values().size(); ++j) {
+      err = std::max(err, double(std::abs(computed.values[i].values()[j] - exact.values[i].values()[j])));
+      largest = std::max(largest, double(std::abs(exact.values[i].values()[j])));
+    }
+    BOOST_TEST(err <= 0x1p-6 * largest, "d" << computed.names[i] << ": " << err << " of " << largest);  // O rounded to bfloat16
+  }
 }

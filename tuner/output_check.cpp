@@ -13,7 +13,7 @@ std::string check_result::describe() const {
   return buf;
 }
 
-check_result check_output(std::span<const float> reference, std::span<const float> candidate) {
+check_result check_output(std::span<const float> reference, std::span<const float> candidate, dtype stored) {
   check_result r;
   if (reference.size() != candidate.size()) {
     r.ok = false;
@@ -23,7 +23,7 @@ check_result check_output(std::span<const float> reference, std::span<const floa
   double scale = 1;
   for (float x : reference)
     if (std::isfinite(x)) scale = std::max(scale, double(std::abs(x)));
-  r.tolerance = 3e-5 * scale;
+  r.tolerance = (3e-5 + (stored == dtype::bf16 ? 0x1p-7 : stored == dtype::f16 ? 0x1p-10 : 0)) * scale;
   for (std::size_t i = 0; i < reference.size(); ++i) {
     const double a = reference[i], b = candidate[i];
     double e = 0;

@@ -10,8 +10,11 @@
 // 3e-5·max(1, max|reference|), leaves an 8× margin over that while still catching one key of
 // 4096 dropped or counted twice (which moves an output by ~1/4096 = 2.4e-4 of the values' range).
 // NaN must be NaN at the same places (the kernels' non-finite rules are part of the result).
+// An output stored in a 16-bit type may round the two sums to neighbours: its spacing at
+// max|reference| (2^-7 of it for bfloat16, 2^-10 for float16) is added to the tolerance.
 #include <span>
 #include <string>
+#include "runtime/tensor.hpp"
 
 namespace attn::tune {
 
@@ -22,6 +25,6 @@ struct check_result {
   std::string describe() const;
 };
 
-check_result check_output(std::span<const float> reference, std::span<const float> candidate);
+check_result check_output(std::span<const float> reference, std::span<const float> candidate, dtype stored = dtype::f32);
 
 }  // namespace attn::tune

@@ -212,24 +212,22 @@ class search {
     c.compile_s = last_compile_s_ = std::chrono::duration<double>(clock::now() - t0).count();
     if (index == 0) c.schedule = k->schedule();  // the default's parameters, as compiled
     tried_.insert(c.schedule);
-    outputs out;
+    std::vector<std::vector<float>> got;  // every output: a gradient graph's more outputs too
     try {
-      out = k->run(in_.views);  // also the warm-up run
+      std::vector<dense_buffer> out = k->output_buffers(in_.views);
+      run_into(*k, out);  // also the warm-up run
+      for (const dense_buffer& b : out) got.push_back(b.floats());
+      if (index == 0) results_ = std::move(out);
     } catch (const std::exception& e) {
       fail(c, outcome::run_failed, e.what());
       return;
     }
-    if (o_.output_hook) o_.output_hook(c.schedule, std::span<float>(out.output.values()));
-    std::vector<tensor<float>> got;  // every output: a gradient graph's more outputs too
-    got.push_back(std::move(out.output));
-    for (tensor<float>& m : out.more) got.push_back(std::move(m));
+    if (o_.output_hook) o_.output_hook(c.schedule, std::span<float>(got.front()));
     if (index == 0) {
       reference_ = std::move(got);
-      results_.clear();
-      for (const tensor<float>& r : reference_) results_.emplace_back(r.sizes());
     } else {
       for (std::size_t i = 0; i < got.size(); ++i)
-        if (const check_result chk = check_output(reference_[i].values(), got[i].values()); !chk.ok) {
+        if (const check_result chk = check_output(reference_[i], got[i], results_[i].type()); !chk.ok) {
           fail(c, outcome::wrong, (i == 0 ? std::string() : "output " + std::to_string(i + 1) + ": ") + chk.describe());
           return;
         }
@@ -243,10 +241,11 @@ class search {
     progress_.update(r.candidates.size(), r.planned, best_ * 1e3, left(), c.origin + " " + c.schedule);
   }
 
-  void run_into_results(const compiled_kernel& k) {
+  void run_into_results(const compiled_kernel& k) { run_into(k, results_); }
+  void run_into(const compiled_kernel& k, const std::vector<dense_buffer>& outputs) {
     std::vector<tensor_view> more;
-    for (std::size_t i = 1; i < results_.size(); ++i) more.push_back(results_[i].view());
-    k.run_into(in_.views, results_.front().view(), nullptr, nullptr, more);
+    for (std::size_t i = 1; i < outputs.size(); ++i) more.push_back(outputs[i].view());
+    k.run_into(in_.views, outputs.front().view(), nullptr, nullptr, more);
   }
 
   void fail(candidate& c, outcome why, const std::string& message) {
@@ -284,7 +283,8 @@ class search {
   jit_options base_;
   kernel_inputs in_;
   progress progress_;
-  std::vector<tensor<float>> reference_, results_;  // the default's outputs; where candidates write theirs
+  std::vector<std::vector<float>> reference_;  // the default's outputs
+  std::vector<dense_buffer> results_;          // where candidates write theirs, each in its type
   std::string default_schedule_;
   std::set<std::string> tried_;
   std::map<std::size_t, kernel_ptr> kept_;

@@ -33,12 +33,14 @@ lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_option
     // A sum (or a scatter) is copied into its output: as the output itself, its vectorised update
     // read the caller's buffer with aligned vector loads, which fault on a tensor aligned to 16 bytes.
     const bool sum = n.kind == ir::op::sum_to || n.kind == ir::op::sum_groups || n.kind == ir::op::scatter_add;
-    if (ir::is_materialised(n.kind) && !sum && taken.insert(o).second) {
+    // A result stored in a 16-bit type is rounded as it is copied into the caller's buffer.
+    const Type type = o == g.root ? stored_type(n.type) : Float(32);
+    if (ir::is_materialised(n.kind) && !sum && type == Float(32) && taken.insert(o).second) {
       result = rules.func(o);
       std::erase(s.out.materialised, o);  // in place
     } else {
-      auto [f, vars] = s.new_func("output", n);
-      f(s.args_of(n, as_exprs(vars))) = rules.value(o, as_exprs(vars), {});
+      auto [f, vars] = s.new_func("output", n, type);
+      f(s.args_of(n, as_exprs(vars))) = stored_as(type, rules.value(o, as_exprs(vars), {}));
       s.out.stages.push_back({f, s.halide_vars(vars, n.batched), stage::layout, {}, {}, {}, {}, s.static_extents(n), {}});
       result = f;
     }

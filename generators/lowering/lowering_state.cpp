@@ -6,6 +6,19 @@ namespace attn::gen {
 
 using namespace Halide;
 
+Type stored_type(ir::element e) {
+  return e == ir::element::bf16 ? BFloat(16) : e == ir::element::f16 ? Float(16) : Float(32);
+}
+
+Expr stored_as(Type t, const Expr& x) {
+  if (!t.is_bfloat()) return cast(t, x);
+  // In integers, as Halide's own cast would be emulated on most CPUs: add just under half a unit of
+  // the dropped bits (half where the kept part is odd), keep the top; NaN stays a quiet NaN.
+  const Expr bits = reinterpret(UInt(32), x);
+  const Expr top = select(is_nan(x), (bits >> 16) | 0x40, (bits + (0x7fff + ((bits >> 16) & 1))) >> 16);
+  return reinterpret(t, cast(UInt(16), top));
+}
+
 lowering_state::lowering_state(const ir::graph& g, const bound_dims& bound, const lowering_options& options)
     : g(g), bound(bound), options(options) {
   for (const attention_match& m : find_attention(g)) {
@@ -18,10 +31,7 @@ lowering_state::lowering_state(const ir::graph& g, const bound_dims& bound, cons
   }
   for (int t : g.terminals) {
     const ir::node& n = g.at(t);
-    const Type type = n.kind == ir::op::int_input       ? Int(32)
-                      : n.type == ir::element::bf16     ? BFloat(16)
-                      : n.type == ir::element::f16      ? Float(16)
-                                                        : Float(32);
+    const Type type = n.kind == ir::op::int_input ? Int(32) : stored_type(n.type);
     int dims = static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0);
     params.emplace(t, ImageParam(type, dims, "p_" + std::string(n.name)));
     // A per-sequence scalar shared by the batch has batch stride 0: let its only dim have any stride.
@@ -37,10 +47,10 @@ Expr lowering_state::read(int terminal, const std::vector<Expr>& at) const {
   return x.type().is_float() && x.type().bits() < 32 ? cast<float>(x) : x;
 }
 
-std::pair<Func, std::vector<Var>> lowering_state::new_func(const std::string& what, const ir::node& n) {
+std::pair<Func, std::vector<Var>> lowering_state::new_func(const std::string& what, const ir::node& n, Type type) {
   std::vector<Var> vars;
   for (std::size_t k = 0; k < n.shape.size(); ++k) vars.emplace_back(what + "_" + std::string(n.shape[k].name) + std::to_string(k));
-  return {Func(Float(32), static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0), what + std::to_string(count++)), vars};
+  return {Func(type, static_cast<int>(n.shape.size()) + (n.batched ? 1 : 0), what + std::to_string(count++)), vars};
 }
 
 std::vector<Var> lowering_state::halide_vars(const std::vector<Var>& row_major, bool batched) const {

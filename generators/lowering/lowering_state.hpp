@@ -34,6 +34,11 @@ struct tile_context {
   bool keys_clamped = true;
 };
 
+// The Halide type of a tensor stored in element type e.
+Halide::Type stored_type(ir::element e);
+// A float32 value as stored in type t: rounded to nearest, ties to even (attn::bfloat16's bits).
+Halide::Expr stored_as(Halide::Type t, const Halide::Expr& x);
+
 struct lowering_state {
   lowering_state(const ir::graph& g, const bound_dims& bound, const lowering_options& options);
 
@@ -53,7 +58,9 @@ struct lowering_state {
   tile_context tile;
 
   // A new Func for node n, with one Var per dim of n (row-major); its name starts with `what`.
-  std::pair<Halide::Func, std::vector<Halide::Var>> new_func(const std::string& what, const ir::node& n);
+  // Float32, or the type given.
+  std::pair<Halide::Func, std::vector<Halide::Var>> new_func(const std::string& what, const ir::node& n,
+                                                              Halide::Type type = Halide::Float(32));
   // The terminal's element at `at` (Halide's argument order), a bfloat16 or float16 one as float32.
   Halide::Expr read(int terminal, const std::vector<Halide::Expr>& at) const;
   // Row-major Vars of a node -> its Func's args (halide_args for Vars).

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <random>
 #include <vector>
@@ -87,15 +88,19 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_tensors_equal_the_jit) {
   tensor<attn::bfloat16> k({H, t, Dh});
   tensor<attn::float16> v({H, t, Dh});
   for (std::size_t i = 0; i < k.values().size(); ++i) k.values()[i] = attn::bfloat16(k32.values()[i]), v.values()[i] = attn::float16(v32.values()[i]);
-  const tensor<float> jit = attn::jit(aot_test::causal_16_bit_cache, {.bind = {named::Dh = Dh}})(q, k, v);
-  std::vector<float> out(static_cast<std::size_t>(H * t * Dh), -1.0f);
+  const tensor<attn::bfloat16> jit = attn::jit(aot_test::causal_16_bit_cache, {.bind = {named::Dh = Dh}})(q, k, v);
+  tensor<attn::bfloat16> out({H, t, Dh}, attn::bfloat16(-1.0f));
   kernel_buffer qb(const_cast<float*>(q.data()), {1, H, t, Dh}), kb(k.data(), {1, H, t, Dh}), vb(v.data(), {1, H, t, Dh}),
       ob(out.data(), {1, H, t, Dh});
   BOOST_TEST_REQUIRE(aot_16_bit(qb, kb, vb, ob) == 0, aot_16_bit_error());
-  BOOST_TEST(out == jit.values());
+  BOOST_TEST(std::memcmp(out.data(), jit.data(), out.values().size() * sizeof(attn::bfloat16)) == 0);
   kernel_buffer wrong(const_cast<float*>(k32.data()), {1, H, t, Dh});  // float32 keys
   BOOST_TEST(aot_16_bit(qb, wrong, vb, ob) == -3);
   BOOST_TEST(std::string(aot_16_bit_error()).find("tensor 'k'") != std::string::npos, aot_16_bit_error());
+  BOOST_TEST(std::string(aot_16_bit_error()).find("expected bfloat16, got float32") != std::string::npos, aot_16_bit_error());
+  std::vector<float> out32(static_cast<std::size_t>(H * t * Dh));
+  kernel_buffer wrong_out(out32.data(), {1, H, t, Dh});  // a float32 output for a bfloat16 one
+  BOOST_TEST(aot_16_bit(qb, kb, vb, wrong_out) == -3);
   BOOST_TEST(std::string(aot_16_bit_error()).find("expected bfloat16, got float32") != std::string::npos, aot_16_bit_error());
 }
 
