@@ -289,6 +289,40 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_tensors_are_tuned_in_their_type) {
   o.log = nullptr;
   const attn::tune::tune_result r = attn::tune::tune(combine(softmax(causal(scaled_scores(tuning_test::q, kb))), vb), o);
   BOOST_TEST((r.default_candidate().status == attn::tune::outcome::ok), r.default_candidate().message);
+  // Every tensor bfloat16, so the output too: candidates that round a sum to its neighbour are right.
+  o.search = true;
+  o.budget_seconds = 4;
+  constexpr auto qb = input<"q", bf16>(tuning_test::H, T, tuning_test::Dh);
+  const attn::tune::tune_result all = attn::tune::tune(combine(softmax(causal(scaled_scores(qb, kb))), vb), o);
+  BOOST_TEST(all.candidates.size() > 1u);
+  for (const attn::tune::candidate& c : all.candidates)
+    BOOST_TEST((c.status != attn::tune::outcome::wrong && c.status != attn::tune::outcome::run_failed), c.schedule << ": " << c.message);
+}
+
+// A GPU target whose device this machine has (OpenCL: PoCL runs it on the CPU) is tuned like a
+// CPU: its fused GPU schedule's parameters, recorded for that target; autoschedulers and the
+// backward (CPU schedules only) are refused.
+BOOST_AUTO_TEST_CASE(attn_tune_tunes_a_gpu_target_its_device_runs) {
+  if (!Halide::host_supports_target_device(Halide::Target("host-opencl"))) {
+    BOOST_TEST_MESSAGE("skipped: no OpenCL device here");
+    return;
+  }
+  const attn::detail::private_temp_dir dir;
+  const fs::path db = dir.path() / "tuning.json";
+  const std::string gpu_run = "attention --bind T=64 --bind Dh=16 --target host-opencl --no-search --budget 20 --schedule 'q_tile=16'";
+  const command_result r = attn_tune(gpu_run + " --db " + db.string());
+  BOOST_TEST(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("autoschedulers: none on a GPU target") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("(0 wrong, 0 failed)") != std::string::npos, r.output);
+  const auto now = attn::read_tuning_db(db);
+  BOOST_REQUIRE(now.records.size() == 1u);
+  BOOST_TEST(now.records.front().target.find("opencl") != std::string::npos, now.records.front().target);
+  const command_result g = attn_tune(gpu_run + " --gradients --dry-run");
+  BOOST_TEST(g.status == 2, g.output);
+  BOOST_TEST(g.output.find("generic lowering") != std::string::npos, g.output);
+  const command_result a = attn_tune(gpu_run + " --autoschedulers Li2018 --dry-run");
+  BOOST_TEST(a.status == 2, a.output);
+  BOOST_TEST(a.output.find("CPU targets only") != std::string::npos, a.output);
 }
 
 // Autoschedulers run in a child process, each within what is left of their share of the budget:
@@ -335,7 +369,7 @@ BOOST_AUTO_TEST_CASE(attn_tune_refuses_wrong_options_with_status_2) {
       {"attention --bind T=8 --list", "bind every run-time dim (--bind NAME=SIZE): Dh"},
       {"no_such_kernel --list", "no_such_kernel"},
       {"--target x86-64-linux-nonsense --list", "not a Halide target"},
-      {"--target host-cuda --list", "GPU target"},
+      {"--target host-cuda --list", "no device on this machine runs this GPU target"},
       {"--schedule q_tle=3 --list", "unknown parameter 'q_tle'"},
       {"--schedule q_tile=x --list", "whole number"},
       {"--schedule auto=Bogus --list", "Bogus"},

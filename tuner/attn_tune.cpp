@@ -5,6 +5,7 @@
 // attn_add_kernel find it (runtime/tuning_db.hpp).
 //   attn-tune causal_attention --bind T=1024 --bind Dh=64 --budget 120
 //   attn-tune causal_attention --bind T=1024 --bind Dh=128 --no-search --autoschedulers none --schedule 'pv_rows=0'
+//   attn-tune causal_attention --bind T=1024 --bind Dh=64 --target host-cuda   (on the machine with the GPU)
 //   attn-tune --list
 // Every run-time dim of a kernel must be bound: the record is for those sizes (their bucket).
 // Exit status: 0 done, 1 a kernel failed (its message on stderr; the others still run), 2 an
@@ -23,6 +24,7 @@
 #include "generators/aot/registry.hpp"
 #include "generators/autoschedule.hpp"
 #include "generators/cpu/flash_schedule.hpp"
+#include "generators/gpu/flash_gpu_schedule.hpp"
 #include "runtime/dim_bindings.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/tuning_key.hpp"
@@ -123,16 +125,21 @@ std::string check_budget(const std::string& text) {
   return {};
 }
 
-// Parameters of the fused CPU schedule and values each allows (whether the values fit together
-// depends on the kernel's default, and is reported per candidate), or "auto=" and an
-// autoscheduler's name.
+// Parameters of the fused CPU or GPU schedule and values each allows (whether the values fit
+// together and the target depends on the kernel's default, and is reported per candidate), or
+// "auto=" and an autoscheduler's name.
 std::string check_schedule(const std::string& text) {
   try {
     if (text.starts_with("auto=")) {
       attn::gen::autoscheduler_of(text);
     } else {
-      attn::gen::flash_schedule s;
-      attn::gen::flash_schedule::parameters().read(text, s);
+      try {
+        attn::gen::flash_schedule s;
+        attn::gen::flash_schedule::parameters().read(text, s);
+      } catch (const std::invalid_argument&) {
+        attn::gen::flash_gpu_schedule g;
+        attn::gen::flash_gpu_schedule::parameters().read(text, g);
+      }
     }
   } catch (const std::invalid_argument& e) {
     return e.what();
@@ -140,17 +147,19 @@ std::string check_schedule(const std::string& text) {
   return {};
 }
 
-// A CPU target this machine runs (the tuner compiles and times on it).
+// A target this machine runs (the tuner compiles and times on it): its CPU, or a GPU target whose
+// device Halide finds here (CUDA on an NVIDIA GPU, OpenCL on any OpenCL device).
 std::string check_target(const std::string& text) {
   const std::string spelled = text == "host" ? Halide::get_host_target().to_string() : text;
   if (!Halide::Target::validate_target_string(spelled)) return "'" + text + "' is not a Halide target";
   const Halide::Target target(spelled);
-  if (target.has_gpu_feature()) return "'" + text + "' is a GPU target; attn-tune searches the fused CPU schedule";
   try {
     attn::detail::check_jit_can_run(target, text);
   } catch (const attn::compile_error& e) {
     return e.what();
   }
+  if (target.has_gpu_feature() && !Halide::host_supports_target_device(target))
+    return "'" + text + "': no device on this machine runs this GPU target (Halide finds none); tune on the machine that has it";
   return {};
 }
 
@@ -173,7 +182,8 @@ int run(int argc, char** argv) {
   app.add_option("-b,--bind", binds, "the size of a dim, e.g. T=1024 (repeat; every run-time dim of every kernel)")->allow_extra_args(false);
   app.add_option("--budget", budget, "seconds per kernel")->check(CLI::Validator(check_budget, "SECONDS"));
   app.add_option("--db", db, "tuning database file (default: $ATTN_TUNING_DB, else ~/.cache/attnforge/tuning.json; off: none)");
-  app.add_option("--target", target, "Halide target string (a CPU this machine runs)")->check(CLI::Validator(check_target, "TARGET"));
+  app.add_option("--target", target, "Halide target string: this machine's CPU, or a GPU target its device runs (host-cuda, host-opencl)")
+      ->check(CLI::Validator(check_target, "TARGET"));
   app.add_option("--autoschedulers", autos, "Halide autoschedulers tried as candidates ('none': no autoscheduler)")
       ->delimiter(',')
       ->allow_extra_args(false)  // one list per occurrence: a kernel after it stays a kernel
@@ -216,6 +226,19 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "attn-tune: --autoschedulers: 'none' cannot be given with autoschedulers\n");
       return 2;
     }
+    autos.clear();
+  }
+  // A GPU target: Halide's autoschedulers and the fused backward have CPU schedules only.
+  if (Halide::Target(target == "host" ? Halide::get_host_target().to_string() : target).has_gpu_feature()) {
+    if (gradients) {
+      std::fprintf(stderr, "attn-tune: --gradients: on a GPU target the backward runs the generic lowering, which has no schedule parameters to tune\n");
+      return 2;
+    }
+    if (app.count("--autoschedulers") && !autos.empty()) {
+      std::fprintf(stderr, "attn-tune: --autoschedulers: Halide's autoschedulers are offered for CPU targets only; give none with a GPU target\n");
+      return 2;
+    }
+    if (!autos.empty()) std::printf("autoschedulers: none on a GPU target (CPU targets only)\n");
     autos.clear();
   }
   std::optional<std::filesystem::path> db_path = db.empty() ? attn::tuning_db_path() : std::optional(std::filesystem::path(db));
