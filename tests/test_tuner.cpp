@@ -299,6 +299,29 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_tensors_are_tuned_in_their_type) {
     BOOST_TEST((c.status != attn::tune::outcome::wrong && c.status != attn::tune::outcome::run_failed), c.schedule << ": " << c.message);
 }
 
+// Timed at the batch asked for: every batched tensor, lengths too, has the batch dim; the record
+// says so (for humans: every batch runs the same kernel, so the key has no batch).
+BOOST_AUTO_TEST_CASE(tuned_at_the_batch_asked_for) {
+  const auto y = combine(softmax(key_padding(causal(scaled_scores(tuning_test::q, tuning_test::k)), lengths<"len">)), tuning_test::v);
+  attn::tune::tune_options o;
+  o.sizes = {{"T", 40}};
+  o.batch = 3;
+  o.budget_seconds = 2;
+  o.autoschedulers = {};
+  o.search = false;
+  o.log = nullptr;
+  const attn::tune::kernel_inputs in = attn::tune::random_inputs(attn::dsl::to_ir(y), o.sizes, 1, o.batch);
+  BOOST_REQUIRE(in.views.size() == 4u);
+  BOOST_TEST((in.views[0].rank == 4 && in.views[0].size(0) == 3));
+  BOOST_TEST((in.views[3].rank == 1 && in.views[3].size(0) == 3));
+  const attn::tune::tune_result r = attn::tune::tune(y, o);
+  BOOST_TEST((r.default_candidate().status == attn::tune::outcome::ok), r.default_candidate().message);
+  BOOST_TEST(attn::tune::make_record(r, o).sizes == "T=40,batch=3");
+  const command_result cli = attn_tune(quick_run + " --batch 3 --dry-run");
+  BOOST_TEST(cli.status == 0, cli.output);
+  BOOST_TEST(cli.output.find("T=8 batch=3") != std::string::npos, cli.output);
+}
+
 // A GPU target whose device this machine has (OpenCL: PoCL runs it on the CPU) is tuned like a
 // CPU: its fused GPU schedule's parameters, recorded for that target; autoschedulers and the
 // backward (CPU schedules only) are refused.
@@ -363,6 +386,7 @@ BOOST_AUTO_TEST_CASE(attn_tune_refuses_wrong_options_with_status_2) {
       {"--budget -1 --list", "'-1'"},
       {"--budget 0 --list", "'0'"},
       {"--budget 1e9 --list", "'1e9'"},
+      {"--batch 0 --list", "--batch"},
       {"attention --bind T=0 --bind Dh=16 --list", "T = 0"},
       {"attention --bind T=99999999999999999999 --bind Dh=16 --list", "whole number"},
       {"attention --bind T=8 --bind Dh=16 --bind Q=3 --list", "no kernel asked for has that dim"},

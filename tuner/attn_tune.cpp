@@ -4,6 +4,7 @@
 // asked for), and writes the best into the tuning database, where attn::jit, attn-gen and
 // attn_add_kernel find it (runtime/tuning_db.hpp).
 //   attn-tune causal_attention --bind T=1024 --bind Dh=64 --budget 120
+//   attn-tune causal_attention --bind T=1024 --bind Dh=64 --batch 4   (timed on 4 sequences per call)
 //   attn-tune causal_attention --bind T=1024 --bind Dh=128 --no-search --autoschedulers none --schedule 'pv_rows=0'
 //   attn-tune causal_attention --bind T=1024 --bind Dh=64 --target host-cuda   (on the machine with the GPU)
 //   attn-tune --list
@@ -65,7 +66,7 @@ const candidate* find_origin(const tune_result& r, const std::string& origin) {
   return nullptr;
 }
 
-nlohmann::json summary(const std::string& kernel, const attn::detail::dim_sizes& sizes, const tune_result& r) {
+nlohmann::json summary(const std::string& kernel, const attn::detail::dim_sizes& sizes, std::int64_t batch, const tune_result& r) {
   auto entry = [&](const candidate* c) {
     if (c == nullptr) return nlohmann::json{{"status", "not tried"}};
     nlohmann::json j{{"status", to_string(c->status)}, {"schedule", c->schedule}};
@@ -73,7 +74,7 @@ nlohmann::json summary(const std::string& kernel, const attn::detail::dim_sizes&
     else j["message"] = c->message;
     return j;
   };
-  nlohmann::json j{{"kernel", kernel}, {"sizes", sizes}, {"default", entry(&r.default_candidate())}, {"tuned", entry(&r.best())},
+  nlohmann::json j{{"kernel", kernel}, {"sizes", sizes}, {"batch", batch}, {"default", entry(&r.default_candidate())}, {"tuned", entry(&r.best())},
                    {"tried", r.candidates.size()}, {"planned", r.planned}, {"seconds", r.elapsed_s}};
   for (const std::string& a : attn::gen::autoscheduler_names()) j["autoschedulers"][a] = entry(find_origin(r, a));
   return j;
@@ -173,6 +174,7 @@ int run(int argc, char** argv) {
   CLI::App app{"attn-tune: search schedules for the fused kernel of registered expressions at given sizes, record the best", "attn-tune"};
   std::vector<std::string> kernels, binds;
   double budget = 60;
+  std::int64_t batch = 1;
   std::string db, target = "host", summary_file;
   std::vector<std::string> autos = attn::gen::autoscheduler_names(), given;
   bool no_search = false, dry_run = false, list = false, gradients = false;
@@ -181,6 +183,8 @@ int run(int argc, char** argv) {
   app.add_option("kernels", kernels, "kernels to tune: names listed below");
   app.add_option("-b,--bind", binds, "the size of a dim, e.g. T=1024 (repeat; every run-time dim of every kernel)")->allow_extra_args(false);
   app.add_option("--budget", budget, "seconds per kernel")->check(CLI::Validator(check_budget, "SECONDS"));
+  app.add_option("--batch", batch, "sequences per call the kernels are timed with (default 1; every batch runs the same kernel)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   app.add_option("--db", db, "tuning database file (default: $ATTN_TUNING_DB, else ~/.cache/attnforge/tuning.json; off: none)");
   app.add_option("--target", target, "Halide target string: this machine's CPU, or a GPU target its device runs (host-cuda, host-opencl)")
       ->check(CLI::Validator(check_target, "TARGET"));
@@ -268,11 +272,13 @@ int run(int argc, char** argv) {
       o.sizes = k.sizes;
       o.target = target;
       o.budget_seconds = budget;
+      o.batch = batch;
       o.autoschedulers = autos;
       o.schedules = given;
       o.search = !no_search;
       std::string sizes;
       for (const auto& [d, n] : k.sizes) sizes += " " + d + "=" + std::to_string(n);
+      if (batch > 1) sizes += " batch=" + std::to_string(batch);
       std::printf("%s%s%s (budget %.0f s)\n", name.c_str(), gradients ? ", gradients" : "", sizes.c_str(), budget);
       std::fflush(stdout);
       const tune_result r = tune(gradients ? attn::ir::gradient(k.entry->graph) : k.entry->graph, o);
@@ -297,7 +303,7 @@ int run(int argc, char** argv) {
         attn::write_tuning_records(*db_path, {rec});
         std::printf("  recorded in %s: %s %s\n", db_path->c_str(), rec.signature.c_str(), rec.bucket.c_str());
       }
-      if (summary_out.is_open()) summary_out << summary(name, k.sizes, r).dump() << std::endl;
+      if (summary_out.is_open()) summary_out << summary(name, k.sizes, batch, r).dump() << std::endl;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "attn-tune: %s: %s\n", name.c_str(), e.what());
       ++failures;

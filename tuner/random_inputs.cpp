@@ -16,7 +16,7 @@ std::int64_t size_of(const ir::dim& d, const dim_sizes& sizes) {
 
 }  // namespace
 
-kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned seed) {
+kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned seed, std::int64_t batch) {
   kernel_inputs in;
   in.floats.reserve(g.terminals.size());
   in.ints.reserve(g.terminals.size());
@@ -26,6 +26,7 @@ kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned
   for (int t : g.terminals) {
     const ir::node& n = g.at(t);
     std::vector<std::int64_t> shape;
+    if (n.batched && batch > 1) shape.push_back(batch);
     for (const ir::dim& d : n.shape) shape.push_back(size_of(d, sizes));
     if (n.kind == ir::op::int_input) {
       // Rank 0 (lengths): the longest run-time dim given (every position valid). Otherwise
@@ -34,12 +35,12 @@ kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned
       for (const auto& [name, size] : sizes) longest = std::max(longest, size);
       tensor<std::int32_t>& x = in.ints.emplace_back(std::move(shape), std::int32_t(longest));
       std::uniform_int_distribution<std::int32_t> u(0, 3);
-      if (x.rank() > 0)
+      if (!n.shape.empty())
         for (std::int32_t& v : x.values()) v = u(rng);
       in.views.push_back(x.view());
       continue;
     }
-    const float scale = n.kind == ir::op::weight && !shape.empty() ? 1.0f / std::sqrt(float(shape.front())) : 1.0f;
+    const float scale = n.kind == ir::op::weight && !shape.empty() ? 1.0f / std::sqrt(float(shape.front())) : 1.0f;  // (no batch dim)
     std::uniform_real_distribution<float> u(-scale, scale);
     const auto fill = [&](auto& x) {
       for (auto& v : x.values()) v = std::remove_reference_t<decltype(v)>(u(rng));

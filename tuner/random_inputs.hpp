@@ -1,6 +1,6 @@
 #pragma once
-// Random tensors for every terminal of a graph at given sizes (batch of 1): what the tuner runs
-// its candidates on. Inputs uniform in [-1, 1]; weights scaled by 1/√rows so products stay O(1);
+// Random tensors for every terminal of a graph at given sizes and batch: what the tuner runs its
+// candidates on (batched tensors with a leading batch dim where the batch is more than 1). Inputs uniform in [-1, 1]; weights scaled by 1/√rows so products stay O(1);
 // integer inputs: lengths (rank 0) the full length, others small values in [0, 3]. Each in its
 // tensor's element type.
 #include <map>
@@ -22,6 +22,6 @@ struct kernel_inputs {
 };
 
 // Throws std::invalid_argument naming a run-time dim missing from `sizes`.
-kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned seed);
+kernel_inputs random_inputs(const ir::graph& g, const dim_sizes& sizes, unsigned seed, std::int64_t batch = 1);
 
 }  // namespace attn::tune

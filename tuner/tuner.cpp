@@ -72,7 +72,7 @@ class search {
  public:
   search(const ir::graph& g, const tune_options& o)
       : g_(g), o_(o), start_(clock::now()),
-        in_(random_inputs(g, o.sizes, o.seed)), progress_(o.log) {
+        in_(random_inputs(g, o.sizes, o.seed, o.batch)), progress_(o.log) {
     base_.target = o.target;
     base_.bind = bindings(g, o.sizes);
     base_.use_tuning_db = false;  // the default candidate must be the built-in default
@@ -313,6 +313,7 @@ tuning_record make_record(const tune_result& r, const tune_options& o) {
   rec.schedule = r.best().schedule;
   rec.expression = r.expression;
   for (const auto& [name, size] : o.sizes) rec.sizes += (rec.sizes.empty() ? "" : ",") + name + "=" + std::to_string(size);
+  if (o.batch > 1) rec.sizes += ",batch=" + std::to_string(o.batch);  // for humans: every batch runs the same kernel
   rec.median_ms = r.best().seconds() * 1e3;
   rec.default_ms = r.default_candidate().seconds() * 1e3;
   rec.date = now_utc();

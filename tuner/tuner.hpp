@@ -26,6 +26,7 @@ namespace attn::tune {
 
 struct tune_options {
   dim_sizes sizes;                           // every run-time dim, e.g. {{"T", 1024}}
+  std::int64_t batch = 1;                    // sequences per call (the batch dim of batched tensors)
   std::string target = "host";
   double budget_seconds = 60;
   std::vector<std::string> autoschedulers;   // of gen::autoscheduler_names(); empty: none
