@@ -191,7 +191,7 @@ void dump(const std::string& dir, std::int64_t t, std::index_sequence<I...>) {
   for (std::size_t i = 0; i < c.in.size(); ++i) files.emplace_back(names[i], &c.in[i]);
   files.emplace_back("dy", &c.dy);
   files.emplace_back("y", &y.output);
-  for (std::size_t i = 0; i < d.size(); ++i) files.emplace_back("d_" + d.names[i], &d.values[i]);
+  for (std::size_t i = 0; i < d.size(); ++i) files.emplace_back("d_" + d.names[i], &d.values[i].as<float>());
   const std::string base = dir + "/" + variant_name[int(V)];
   std::string json = "{";
   for (const auto& [name, tensor] : files) {

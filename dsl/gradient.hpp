@@ -15,7 +15,8 @@
 // shaped like the softmax without its key axis). The saved tensors are read by a lowering that
 // can use them (the fused backward: P from the lse, rowsum(dY ∘ y)) and ignored by one that
 // recomputes. Its outputs (root, then more_outputs) are the gradients of the forward's float
-// tensors in call order, each shaped like its tensor (a weight's gradient is summed over the batch).
+// tensors in call order, each shaped like its tensor (a weight's gradient is summed over the batch)
+// and stored in its type; dY is in the output's type.
 //
 // Non-differentiable points follow PyTorch: relu'(0) = 0, abs'(0) = 0, min/max split a tie's
 // gradient evenly, comparisons, logical ops and floor division pass none, gather's indices none.
@@ -74,6 +75,7 @@ class differentiator {
     dy.shape = f_.output().shape;
     dy.batched = f_.output().batched;
     dy.name = output_gradient_name;
+    dy.type = f_.output().type;  // in the output's type
     const int d_output = add(dy);
     contribute(f_.root, d_output);
     for (int i = static_cast<int>(f_.nodes.size()) - 1; i >= 0; --i)
@@ -100,7 +102,6 @@ class differentiator {
       g_.terminals.push_back(add(lse));
     }
     g_.root = outputs.front();
-    if (!is_terminal(at(g_.root).kind)) g_.nodes[static_cast<std::size_t>(g_.root)].type = element::f32;  // gradients are float32
     g_.more_outputs.assign(outputs.begin() + 1, outputs.end());
     return std::move(g_);
   }
@@ -371,6 +372,21 @@ constexpr int output_gradient_position(const graph& g) {
 
 // Is g a gradient graph (dY among its tensors)?
 constexpr bool is_gradient(const graph& g) { return output_gradient_position(g) >= 0; }
+
+// The element type each result of g is stored in, in g.outputs()'s order: the expression's
+// output type (the root's); in a gradient graph each gradient its tensor's type.
+constexpr std::vector<element> result_types(const graph& g) {
+  std::vector<element> types;
+  const int dy = output_gradient_position(g);
+  if (dy < 0) {
+    types.assign(1 + g.more_outputs.size(), element::f32);
+    types.front() = g.output().type;
+    return types;
+  }
+  for (int k = 0; k < dy; ++k)
+    if (const node& t = g.at(g.terminals[static_cast<std::size_t>(k)]); t.kind != op::int_input) types.push_back(t.type);
+  return types;
+}
 
 // A tensor the forward saved (saved_output_name, saved_lse_name) in a gradient graph, or -1.
 constexpr int saved_tensor(const graph& g, std::string_view name) {

@@ -123,7 +123,7 @@ nlohmann::json to_json(const std::vector<parameter>& params) {
 
 nlohmann::json to_json(const attn::gradients& d) {
   nlohmann::json j;
-  for (std::size_t k = 0; k < d.size(); ++k) j[d.names[k]] = examples::to_json(d.values[k]);
+  for (std::size_t k = 0; k < d.size(); ++k) j[d.names[k]] = examples::to_json(d.values[k].as<float>());
   return j;
 }
 

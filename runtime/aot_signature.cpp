@@ -37,11 +37,13 @@ std::vector<aot_tensor> aot_signature(const ir::graph& g, const aot::options& o)
                                                   : "the forward's output; read by the fused backward";
     // d_<name> for each float tensor of the forward, in order (the graph's outputs).
     const std::vector<int> outputs = g.outputs();
+    const std::vector<dtype> types = result_dtypes(g);
     std::size_t next = 0;
     for (int k = 0; k < dy; ++k) {
       const ir::node& t = g.at(g.terminals[static_cast<std::size_t>(k)]);
       if (t.kind == ir::op::int_input) continue;
-      s.push_back(tensor_of(g.at(outputs[next++]), "d_" + std::string(t.name), true, bound));
+      s.push_back(tensor_of(g.at(outputs[next]), "d_" + std::string(t.name), true, bound));
+      s.back().type = types[next++];
       s.back().note = "the gradient of " + std::string(t.name);
     }
     return s;

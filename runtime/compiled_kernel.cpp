@@ -197,14 +197,17 @@ std::string compiled_kernel::loop_nest(listing format) const {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-dtype compiled_kernel::output_type() const { return detail::dtype_of(impl_->graph.output()); }
+dtype compiled_kernel::output_type() const { return detail::result_dtypes(impl_->graph).front(); }
 
-std::vector<dense_buffer> compiled_kernel::output_buffers(std::span<const tensor_view> inputs) const {
+std::vector<any_tensor> compiled_kernel::output_buffers(std::span<const tensor_view> inputs) const {
   const ir::graph& g = impl_->graph;
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
-  std::vector<dense_buffer> b;
-  b.emplace_back(output_type(), detail::result_sizes(g.output(), call));
-  for (int o : g.more_outputs) b.emplace_back(dtype::f32, detail::result_sizes(g.at(o), call));
+  const std::vector<dtype> types = detail::result_dtypes(g);
+  const std::vector<int> results = g.outputs();
+  // Before allocating: the outputs and the kernel's intermediates (as run() does).
+  detail::check_memory(detail::estimate_memory(g, call, results, impl_->materialised), impl_->target.maximum_buffer_size());
+  std::vector<any_tensor> b;
+  for (std::size_t k = 0; k < results.size(); ++k) b.emplace_back(types[k], detail::result_sizes(g.at(results[k]), call));
   return b;
 }
 
@@ -230,8 +233,10 @@ basic_outputs<T> compiled_kernel::run(std::span<const tensor_view> inputs) const
     out.lse = tensor<float>(lse_sizes(g, call));
     lse_view = out.lse.view();
   }
+  const std::vector<dtype> types = detail::result_dtypes(g);
   std::vector<tensor_view> more_views;
-  for (int o : g.more_outputs) more_views.push_back(out.more.emplace_back(detail::result_sizes(g.at(o), call)).view());
+  for (std::size_t k = 0; k < g.more_outputs.size(); ++k)
+    more_views.push_back(out.more.emplace_back(types[k + 1], detail::result_sizes(g.at(g.more_outputs[k]), call)).view());
   run_into(inputs, out.output.view(), impl_->options.with_weights ? &weights_view : nullptr,
            impl_->options.with_lse ? &lse_view : nullptr, more_views);
   return out;
@@ -262,13 +267,14 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     const tensor_view* view;
     dtype type = dtype::f32;
   };
-  std::vector<result> results{{"output", &g.output(), detail::result_sizes(g.output(), call), &output, output_type()}};
+  const std::vector<dtype> types = detail::result_dtypes(g);
+  std::vector<result> results{{"output", &g.output(), detail::result_sizes(g.output(), call), &output, types.front()}};
   const int softmax = ir::weights_softmax(g);
   if (weights != nullptr) results.push_back({"weights", &g.at(softmax), detail::result_sizes(g.at(softmax), call), weights});
   if (lse != nullptr) results.push_back({"lse", &g.at(softmax), lse_sizes(g, call), lse});
   for (std::size_t k = 0; k < more.size(); ++k) {
     const ir::node& n = g.at(g.more_outputs[k]);
-    results.push_back({"output " + std::to_string(k + 1), &n, detail::result_sizes(n, call), &more[k]});
+    results.push_back({"output " + std::to_string(k + 1), &n, detail::result_sizes(n, call), &more[k], types[k + 1]});
   }
   for (std::size_t k = 0; k < results.size(); ++k) {
     const result& r = results[k];
@@ -282,7 +288,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
                        impl_->target.maximum_buffer_size());
 
   // Halide wants unit innermost strides: copy the few views that lack one.
-  std::vector<dense_buffer> copies;
+  std::vector<any_tensor> copies;
   copies.reserve(inputs.size() + results.size());
   auto dense_copy = [&](const tensor_view& v) {
     return copies.emplace_back(v.type, std::vector<std::int64_t>(v.sizes.begin(), v.sizes.begin() + v.rank)).view();

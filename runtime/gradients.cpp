@@ -8,7 +8,7 @@
 
 namespace attn {
 
-const tensor<float>& gradients::operator[](std::string_view name) const {
+const any_tensor& gradients::at(std::string_view name) const {
   for (std::size_t k = 0; k < names.size(); ++k)
     if (names[k] == name) return values[k];
   std::string known;
@@ -37,25 +37,25 @@ std::vector<std::string> forward_parameters(const compiled_kernel& backward) {
 
 namespace {
 
-// The sum of g over its leading (batch) dim, added in batch order.
-tensor<float> summed_over_batch(const tensor<float>& g) {
+// The sum of g over its leading (batch) dim, added in batch order in float32, stored in g's type.
+any_tensor summed_over_batch(const any_tensor& g) {
   std::vector<std::int64_t> sizes = g.sizes();
   const std::int64_t batch = sizes.front();
   sizes.erase(sizes.begin());
-  tensor<float> s(sizes);
-  const std::size_t n = s.values().size();
+  const std::vector<float> items = g.floats();
+  std::vector<float> s(items.size() / static_cast<std::size_t>(std::max<std::int64_t>(batch, 1)));
   for (std::int64_t b = 0; b < batch; ++b)
-    for (std::size_t i = 0; i < n; ++i) s.values()[i] += g.values()[static_cast<std::size_t>(b) * n + i];
-  return s;
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] += items[static_cast<std::size_t>(b) * s.size() + i];
+  return any_tensor(g.type(), std::move(sizes), s);
 }
 
 // What the forward saved, for a call that does not give it: computed by the forward with_lse where
 // the backward reads it; else zeros of its shape (read by nothing, only checked).
-std::vector<dense_buffer> saved_for(const gradient_program& p, std::span<const tensor_view> forward_inputs) {
+std::vector<any_tensor> saved_for(const gradient_program& p, std::span<const tensor_view> forward_inputs) {
   const compiled_kernel& k = *p.backward;
   const call_shape call = check_inputs(p.forward, forward_inputs, checked_bindings(p.forward, k.options().bind));
   const ir::graph& g = k.graph();
-  std::vector<dense_buffer> saved;
+  std::vector<any_tensor> saved;
   for (std::string_view name : {ir::saved_output_name, ir::saved_lse_name}) {
     const ir::node& t = g.at(ir::saved_tensor(g, name));
     saved.emplace_back(dtype_of(t), result_sizes(t, call));
@@ -76,7 +76,7 @@ gradients run_gradients(const gradient_program& p, std::span<const tensor_view> 
   const std::size_t dy = static_cast<std::size_t>(ir::output_gradient_position(g));
   const bool takes_saved = g.terminals.size() > dy + 1;
   std::vector<tensor_view> views(inputs.begin(), inputs.end());
-  std::vector<dense_buffer> computed;
+  std::vector<any_tensor> computed;
   if (s != nullptr && !takes_saved)
     throw argument_error("saved: the expression has " + std::to_string(ir::normalising_nodes(p.forward).size()) +
                          " softmaxes, and a saved log-sum-exp is defined for exactly one; call without saved");
@@ -84,19 +84,20 @@ gradients run_gradients(const gradient_program& p, std::span<const tensor_view> 
     views.insert(views.end(), {s->output, s->lse});
   } else if (takes_saved) {
     computed = saved_for(p, inputs.first(dy));
-    for (const dense_buffer& t : computed) views.push_back(t.view());
+    for (const any_tensor& t : computed) views.push_back(t.view());
   }
-  outputs out = p.backward->run(views);
-  std::vector<tensor<float>> values{std::move(out.output)};
-  for (tensor<float>& m : out.more) values.push_back(std::move(m));
+  std::vector<any_tensor> values = p.backward->output_buffers(views);
+  std::vector<tensor_view> more;
+  for (std::size_t k = 1; k < values.size(); ++k) more.push_back(values[k].view());
+  p.backward->run_into(views, values.front().view(), nullptr, nullptr, more);
   gradients d;
   for (std::size_t i = 0; i < dy; ++i) {
     const ir::node& t = g.at(g.terminals[i]);
     if (t.kind == ir::op::int_input) continue;
-    tensor<float>& v = values[d.names.size()];
+    any_tensor& v = values[d.names.size()];
     d.names.emplace_back(t.name);
     // A tensor given without its batch dim serves the whole batch: its gradient is the batch's sum.
-    const bool shared = t.batched && inputs[i].rank == static_cast<int>(t.shape.size()) && v.rank() == inputs[i].rank + 1;
+    const bool shared = t.batched && inputs[i].rank == static_cast<int>(t.shape.size()) && v.view().rank == inputs[i].rank + 1;
     d.values.push_back(shared ? summed_over_batch(v) : std::move(v));
   }
   return d;

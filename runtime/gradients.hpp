@@ -7,6 +7,8 @@
 //   auto o = forward.run(x, wq, wk, wv);                                   // o.output, o.lse
 //   attn::gradients d = grad(dy, attn::saved{o.output, o.lse}, x, wq, wk, wv);
 //   d["wq"], d["x"]                                  // d(sum(dy ∘ y)) / d(tensor)
+// Each gradient is in its tensor's element type (d.get<attn::bfloat16>("k") for a bf16 one), and
+// dy in the output's.
 // Without `saved` (grad(dy, x, wq, wk, wv), or by name: grad(dy, {{"x", x}, ...})) the call
 // computes them first where the backward reads them: one forward more.
 // One gradient per float tensor the expression reads (inputs, weights, tables read by gather),
@@ -23,13 +25,25 @@
 
 namespace attn {
 
-// The gradients of one call: names[k]'s gradient is values[k], in the expression's call order.
+// The gradients of one call: names[k]'s gradient is values[k], in the expression's call order,
+// each in its tensor's element type (float32, or bfloat16 / float16 as declared; computed in
+// float32, rounded once as stored).
 struct gradients {
   std::vector<std::string> names;
-  std::vector<tensor<float>> values;
+  std::vector<any_tensor> values;
 
   // The gradient of the tensor called `name` (argument_error if the expression has no such float tensor).
-  const tensor<float>& operator[](std::string_view name) const;
+  const any_tensor& at(std::string_view name) const;
+  // ... as a tensor of its element type T (a dtype_error naming it for another T).
+  template <class T>
+  const tensor<T>& get(std::string_view name) const {
+    const any_tensor& g = at(name);
+    if (g.type() != dtype_of<T>())
+      throw dtype_error("the gradient of '" + std::string(name) + "' is " + dtype_name(g.type()) + ", read as " + dtype_name(dtype_of<T>()));
+    return g.as<T>();
+  }
+  // The gradient of a float32 tensor.
+  const tensor<float>& operator[](std::string_view name) const { return get<float>(name); }
   std::size_t size() const { return values.size(); }
 };
 

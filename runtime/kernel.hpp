@@ -41,7 +41,7 @@ struct basic_outputs {
   // Empty unless compiled with_lse: log Σ_kept exp(score) of each row of the softmax, shaped like
   // the softmax without its key axis (batch, heads..., queries); -inf for a row with no kept key.
   tensor<float> lse;
-  std::vector<tensor<float>> more;  // ir::graph::more_outputs, in order (a gradient graph's)
+  std::vector<any_tensor> more;  // ir::graph::more_outputs, in order (a gradient graph's), each in its type
 };
 using outputs = basic_outputs<float>;
 
@@ -64,7 +64,8 @@ class compiled_kernel {
   basic_outputs<T> run(std::span<const tensor_view> inputs) const;
   // Zeroed dense tensors for the outputs of a call with these inputs, each in its type: the
   // output, then the more outputs (for run_into, where the caller does not name the types).
-  std::vector<dense_buffer> output_buffers(std::span<const tensor_view> inputs) const;
+  // Checks the inputs and the memory budget (the outputs and the intermediates) first.
+  std::vector<any_tensor> output_buffers(std::span<const tensor_view> inputs) const;
   // weights (lse) must be given exactly when the kernel was compiled with_weights (with_lse);
   // `more`, one tensor per ir::graph::more_outputs.
   void run_into(std::span<const tensor_view> inputs, const tensor_view& output, const tensor_view* weights,

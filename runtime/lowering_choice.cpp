@@ -63,8 +63,8 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
     for (int t : g.terminals)
       if (g.at(t).type != ir::element::f32)
         throw compile_error("tensor '" + std::string(g.at(t).name) + "' is " + std::string(ir::element_name(g.at(t).type)) + why);
-    if (g.output().type != ir::element::f32)
-      throw compile_error("the output is stored as " + std::string(ir::element_name(g.output().type)) + why);
+    for (ir::element e : ir::result_types(g))
+      if (e != ir::element::f32) throw compile_error("a result is stored as " + std::string(ir::element_name(e)) + why);
   }
   const int vector = target.natural_vector_size<float>();
   l.bf16_dot_products = !target.has_gpu_feature() &&
@@ -122,7 +122,21 @@ std::string describe(const ir::graph& g, bool fused, const std::string& schedule
     if (g.at(t).type != ir::element::f32)
       read += (read.empty() ? " read=" : ",") + std::string(g.at(t).name) + ":" + std::string(ir::element_name(g.at(t).type));
   if (!read.empty()) read += " (converted to float32 as loaded)";
-  if (g.output().type != ir::element::f32) read += " output=" + std::string(ir::element_name(g.output().type)) + " (rounded as stored)";
+  // 16-bit results, named as the C ABI names them: rounded from float32 as they are stored.
+  const std::vector<ir::element> types = ir::result_types(g);
+  std::string stored;
+  const auto note = [&](const std::string& name, ir::element e) {
+    if (e != ir::element::f32) stored += (stored.empty() ? " " : ",") + name + "=" + std::string(ir::element_name(e));
+  };
+  if (const int dy = ir::output_gradient_position(g); dy < 0) {
+    note("output", types.front());
+  } else {
+    std::size_t k = 0;
+    for (int t = 0; t < dy; ++t)
+      if (const ir::node& n = g.at(g.terminals[static_cast<std::size_t>(t)]); n.kind != ir::op::int_input)
+        note("d_" + std::string(n.name), types[k++]);
+  }
+  if (!stored.empty()) read += stored + " (rounded as stored)";
   if (bf16_dot_products) read += " products=bfloat16 dot products (Q·Kᵀ of two bfloat16 tensors, vdpbf16ps)";
   if (!fused) return "path=generic" + read;
   std::string s = "path=fused";

@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 #include "errors.hpp"
 #include "half_floats.hpp"
@@ -148,38 +149,63 @@ class tensor {
 };
 
 // An owned dense row-major tensor whose element type is known only at run time: a kernel's
-// outputs where the caller does not name their types (the tuner, saved forward results), copies
-// of strided views. Zero-filled.
-class dense_buffer {
+// results where the caller does not name their types (gradients, the tuner's outputs, a saved
+// forward output), copies of strided views.
+class any_tensor {
  public:
-  dense_buffer(dtype type, std::vector<std::int64_t> sizes)
-      : type_(type), sizes_(std::move(sizes)), words_((detail::checked_elements(sizes_) * static_cast<std::size_t>(dtype_bytes(type)) + 3) / 4) {}
-  dtype type() const { return type_; }
-  const std::vector<std::int64_t>& sizes() const { return sizes_; }
+  any_tensor(dtype type, std::vector<std::int64_t> sizes) : v_(make(type, std::move(sizes))) {}  // zero-filled
+  template <class T>
+  any_tensor(tensor<T> t) : v_(std::move(t)) {}
+  // Float values stored as `type`, each rounded to nearest even.
+  any_tensor(dtype type, std::vector<std::int64_t> sizes, const std::vector<float>& values) : any_tensor(type, std::move(sizes)) {
+    std::visit([&](auto& t) {
+      using T = std::remove_reference_t<decltype(t.values().front())>;
+      for (std::size_t i = 0; i < values.size() && i < t.values().size(); ++i) t.values()[i] = T(values[i]);
+    }, v_);
+  }
+
+  dtype type() const { return static_cast<dtype>(v_.index()); }
+  const std::vector<std::int64_t>& sizes() const {
+    return std::visit([](const auto& t) -> const std::vector<std::int64_t>& { return t.sizes(); }, v_);
+  }
   tensor_view view() const {
-    return detail::dense_view(const_cast<std::uint32_t*>(words_.data()), type_, sizes_);
+    return std::visit([](const auto& t) { return t.view(); }, v_);
+  }
+  operator tensor_view() const { return view(); }
+
+  // The tensor as its own element type T; another T is a dtype_error naming both.
+  template <class T>
+  const tensor<T>& as() const {
+    if (const tensor<T>* t = std::get_if<tensor<T>>(&v_)) return *t;
+    throw dtype_error(std::string("tensor of ") + dtype_name(type()) + " elements read as " + dtype_name(dtype_of<T>()));
+  }
+  template <class T>
+  tensor<T>& as() {
+    return const_cast<tensor<T>&>(std::as_const(*this).as<T>());
   }
   // Every element as a float (exact for the 16-bit types).
   std::vector<float> floats() const {
-    std::vector<float> f(detail::checked_elements(sizes_));
-    for (std::size_t i = 0; i < f.size(); ++i) f[i] = at(i);
-    return f;
+    return std::visit([](const auto& t) {
+      std::vector<float> f;
+      f.reserve(t.values().size());
+      for (const auto& x : t.values()) f.push_back(static_cast<float>(x));
+      return f;
+    }, v_);
   }
 
  private:
-  float at(std::size_t i) const {
-    const void* p = words_.data();
-    switch (type_) {
-      case dtype::f32: return static_cast<const float*>(p)[i];
-      case dtype::i32: return static_cast<float>(static_cast<const std::int32_t*>(p)[i]);
-      case dtype::bf16: return static_cast<float>(static_cast<const bfloat16*>(p)[i]);
-      case dtype::f16: return static_cast<float>(static_cast<const float16*>(p)[i]);
+  // Alternatives in dtype's order: type() is the index.
+  using alternatives = std::variant<tensor<float>, tensor<std::int32_t>, tensor<bfloat16>, tensor<float16>>;
+  static alternatives make(dtype type, std::vector<std::int64_t> sizes) {
+    switch (type) {
+      case dtype::i32: return tensor<std::int32_t>(std::move(sizes));
+      case dtype::bf16: return tensor<bfloat16>(std::move(sizes));
+      case dtype::f16: return tensor<float16>(std::move(sizes));
+      case dtype::f32: break;
     }
-    return 0;
+    return tensor<float>(std::move(sizes));
   }
-  dtype type_;
-  std::vector<std::int64_t> sizes_;
-  std::vector<std::uint32_t> words_;  // 4-byte words: aligned for every dtype
+  alternatives v_;
 };
 
 }  // namespace attn

@@ -1,5 +1,6 @@
 #include "tensor_checks.hpp"
 
+#include "dsl/gradient.hpp"
 #include "halide_limits.hpp"
 
 namespace attn::detail {
@@ -21,9 +22,14 @@ std::string view_sizes(const tensor_view& v) {
 
 }  // namespace
 
-dtype dtype_of(const ir::node& terminal) {
-  if (terminal.kind == ir::op::int_input) return dtype::i32;
-  return terminal.type == ir::element::bf16 ? dtype::bf16 : terminal.type == ir::element::f16 ? dtype::f16 : dtype::f32;
+dtype dtype_of(ir::element e) { return e == ir::element::bf16 ? dtype::bf16 : e == ir::element::f16 ? dtype::f16 : dtype::f32; }
+
+dtype dtype_of(const ir::node& terminal) { return terminal.kind == ir::op::int_input ? dtype::i32 : dtype_of(terminal.type); }
+
+std::vector<dtype> result_dtypes(const ir::graph& g) {
+  std::vector<dtype> d;
+  for (ir::element e : ir::result_types(g)) d.push_back(dtype_of(e));
+  return d;
 }
 
 call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs, const dim_sizes& bound) {

@@ -21,6 +21,9 @@ struct call_shape {
 
 // The element type a terminal's tensor has: int32 for integer inputs, else the declared float type.
 dtype dtype_of(const ir::node& terminal);
+dtype dtype_of(ir::element e);
+// Each result's element type, in ir::graph::outputs() order (ir::result_types).
+std::vector<dtype> result_dtypes(const ir::graph& g);
 
 call_shape check_inputs(const ir::graph& g, std::span<const tensor_view> inputs, const dim_sizes& bound);
 

@@ -372,9 +372,9 @@ void expect_gradients(const std::string& what, const K& grad, idx_t batch, const
     if (differences) fd = difference_gradients(p, reference);
     for (std::size_t i = 0; i < p.floats.size(); ++i) {
       const std::string tensor_at = where + " d" + d.names[i];
-      BOOST_REQUIRE_MESSAGE(d.values[i].sizes() == p.floats[i].sizes(), tensor_at << ": shape " << ref::to_string(d.values[i].sizes())
+      BOOST_REQUIRE_MESSAGE(d.values[i].as<float>().sizes() == p.floats[i].sizes(), tensor_at << ": shape " << ref::to_string(d.values[i].as<float>().sizes())
                                                                                  << ", want " << ref::to_string(p.floats[i].sizes()));
-      const std::vector<double> got = as_doubles(d.values[i]);
+      const std::vector<double> got = as_doubles(d.values[i].as<float>());
       const judged j = judge(got, ref64[i], naive32[i]);
       BOOST_CHECK_MESSAGE(j.ok, tensor_at << ": " << j.describe());
       BOOST_TEST_MESSAGE(tensor_at << ": " << j.describe());
@@ -664,7 +664,7 @@ BOOST_AUTO_TEST_CASE(masked_keys_get_exactly_zero_and_nan_there_changes_nothing)
   for (idx_t t : {7, 33}) {
     problem p(padded_layout(t, t), 3, t, rng);
     const attn::gradients d = call(grad, p);
-    for (const tensor<float>& g : d.values) BOOST_TEST(ref::all_finite(g), "T=" << t);
+    for (const attn::any_tensor& g : d.values) BOOST_TEST(ref::all_finite(g.as<float>()), "T=" << t);
     for (idx_t b = 0; b < 3; ++b) {
       const idx_t len = p.length(b);
       // A key past the length is masked for every query: exactly 0 in K and V.
@@ -688,8 +688,8 @@ BOOST_AUTO_TEST_CASE(masked_keys_get_exactly_zero_and_nan_there_changes_nothing)
       }
     const attn::gradients poisoned = call(grad, p);
     for (std::size_t i = 0; i < d.size(); ++i) {
-      BOOST_TEST(ref::all_finite(poisoned.values[i]), "T=" << t << " d" << d.names[i] << " with NaN in masked keys");
-      BOOST_TEST(same_bits(poisoned.values[i], d.values[i]), "T=" << t << " d" << d.names[i] << " with NaN in masked keys");
+      BOOST_TEST(ref::all_finite(poisoned.values[i].as<float>()), "T=" << t << " d" << d.names[i] << " with NaN in masked keys");
+      BOOST_TEST(same_bits(poisoned.values[i].as<float>(), d.values[i].as<float>()), "T=" << t << " d" << d.names[i] << " with NaN in masked keys");
     }
   }
 }
@@ -702,7 +702,7 @@ BOOST_AUTO_TEST_CASE(the_same_call_gives_the_same_bits) {
     const auto grad = attn::jit_gradients(padded);
     const problem p(padded_layout(257, 257), 3, 257, rng);
     const attn::gradients first = call(grad, p), second = call(grad, p);
-    for (std::size_t i = 0; i < first.size(); ++i) BOOST_TEST(same_bits(first.values[i], second.values[i]), "d" << first.names[i]);
+    for (std::size_t i = 0; i < first.size(); ++i) BOOST_TEST(same_bits(first.values[i].as<float>(), second.values[i].as<float>()), "d" << first.names[i]);
   }
   {  // Weights: gradients summed over the batch and the rows.
     constexpr auto T = dim<"T">;
@@ -714,7 +714,7 @@ BOOST_AUTO_TEST_CASE(the_same_call_gives_the_same_bits) {
     const tensor<float> dy = ref::random_tensor({3, 65, 16}, rng);
     const attn::gradients first = grad(dy, in[0], in[1], in[2], in[3], in[4]);
     const attn::gradients second = grad(dy, in[0], in[1], in[2], in[3], in[4]);
-    for (std::size_t i = 0; i < first.size(); ++i) BOOST_TEST(same_bits(first.values[i], second.values[i]), "d" << first.names[i]);
+    for (std::size_t i = 0; i < first.size(); ++i) BOOST_TEST(same_bits(first.values[i].as<float>(), second.values[i].as<float>()), "d" << first.names[i]);
   }
 }
 
@@ -725,13 +725,13 @@ BOOST_AUTO_TEST_CASE(named_calls_and_a_dy_shared_by_the_batch) {
   const attn::gradients positional = call(grad, p);
   const attn::gradients named = grad(p.dy, {{"len", p.lengths}, {"v", p.floats[2]}, {"q", p.floats[0]}, {"k", p.floats[1]}});
   BOOST_TEST(named.names == positional.names, boost::test_tools::per_element());
-  for (std::size_t i = 0; i < named.size(); ++i) BOOST_TEST(same_bits(named.values[i], positional.values[i]), "d" << named.names[i]);
+  for (std::size_t i = 0; i < named.size(); ++i) BOOST_TEST(same_bits(named.values[i].as<float>(), positional.values[i].as<float>()), "d" << named.names[i]);
   // dY given without the batch dim serves every item, as any tensor given without it: the
   // gradients of that dY repeated for each item.
   const tensor<float> shared = ref::random_tensor({heads, 7, width}, rng);
   for (idx_t b = 0; b < 3; ++b) std::copy(shared.values().begin(), shared.values().end(), p.dy.data() + b * heads * 7 * width);
   const attn::gradients repeated = call(grad, p), once = call(grad, shared, p.views());
-  for (std::size_t i = 0; i < once.size(); ++i) BOOST_TEST(same_bits(once.values[i], repeated.values[i]), "d" << once.names[i]);
+  for (std::size_t i = 0; i < once.size(); ++i) BOOST_TEST(same_bits(once.values[i].as<float>(), repeated.values[i].as<float>()), "d" << once.names[i]);
 }
 
 // ---------------------------------------------------------------- the fused backward
@@ -752,9 +752,9 @@ void expect_fused_equals_generic(const std::string& what, const E& e, idx_t batc
     const attn::gradients f = call(fused, p), g = call(generic, p);
     for (std::size_t i = 0; i < f.size(); ++i) {
       float worst = 0, scale = 0;
-      for (std::size_t j = 0; j < g.values[i].values().size(); ++j) {
-        worst = std::max(worst, std::abs(f.values[i].values()[j] - g.values[i].values()[j]));
-        scale = std::max(scale, std::abs(g.values[i].values()[j]));
+      for (std::size_t j = 0; j < g.values[i].as<float>().values().size(); ++j) {
+        worst = std::max(worst, std::abs(f.values[i].as<float>().values()[j] - g.values[i].as<float>().values()[j]));
+        scale = std::max(scale, std::abs(g.values[i].as<float>().values()[j]));
       }
       BOOST_TEST(worst <= 2e-5f * scale, what << " (" << nq << ", " << nk << ") d" << f.names[i] << ": " << worst << " of " << scale);
     }
@@ -838,7 +838,7 @@ BOOST_AUTO_TEST_CASE(what_the_forward_saved) {
   const std::vector<attn::named_tensor> named{{"q", in[0]}, {"k", in[1]}, {"v", in[2]}, {"len", in[3]}};
   const attn::gradients with = grad(p.dy, attn::saved{y.output, y.lse}, std::span<const attn::named_tensor>(named));
   const attn::gradients without = call(grad, p);
-  for (std::size_t i = 0; i < with.size(); ++i) BOOST_TEST(with.values[i].values() == without.values[i].values(), "d" << with.names[i]);
+  for (std::size_t i = 0; i < with.size(); ++i) BOOST_TEST(with.values[i].as<float>().values() == without.values[i].as<float>().values(), "d" << with.names[i]);
 
   tensor<float> shifted = y.lse;
   for (float& x : shifted.values()) x += std::log(2.0f);
@@ -854,7 +854,7 @@ BOOST_AUTO_TEST_CASE(what_the_forward_saved) {
   BOOST_TEST(!generic.compiled().reads("lse"));
   const attn::gradients g = generic(p.dy, attn::saved{y.output, shifted}, in[0], in[1], in[2], in[3]);
   const attn::gradients g0 = call(generic, p);
-  for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(g.values[i].values() == g0.values[i].values(), "generic d" << g.names[i]);
+  for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(g.values[i].as<float>().values() == g0.values[i].as<float>().values(), "generic d" << g.names[i]);
 
   // Shapes checked like any tensor's, by name.
   try {

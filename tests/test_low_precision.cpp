@@ -23,6 +23,7 @@
 #include <limits>
 #include <random>
 #include "dsl/dsl.hpp"
+#include "dsl/gradient.hpp"
 #include "dsl/variants.hpp"
 #include "runtime/aot_compile.hpp"
 #include "runtime/gradients.hpp"
@@ -69,6 +70,10 @@ tensor<float> widened(const tensor<From>& x) {
 template <class Elem>
 bool same_bits(const tensor<Elem>& a, const tensor<Elem>& b) {
   return a.sizes() == b.sizes() && std::memcmp(a.data(), b.data(), a.values().size() * sizeof(Elem)) == 0;
+}
+bool same_bits(const attn::any_tensor& a, const attn::any_tensor& b) {
+  return a.type() == b.type() && a.sizes() == b.sizes() &&
+         std::memcmp(a.view().data, b.view().data, static_cast<std::size_t>(a.view().elements() * attn::dtype_bytes(a.type()))) == 0;
 }
 
 bool has_bf16_dot_products(const Halide::Target& t) {
@@ -164,8 +169,8 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_kernels_compute_what_float32_computes_from_the_
   }
 }
 
-// Gradients (float32) of a kernel with 16-bit tensors: those of the float32 kernel on the same values,
-// the fused backward and the generic one alike.
+// Gradients of a kernel with 16-bit tensors, each in its tensor's type: those of the float32 kernel
+// on the same values, rounded to that type; the fused backward and the generic one alike.
 BOOST_AUTO_TEST_CASE(gradients_are_those_of_the_same_values_in_float32) {
   std::mt19937 rng(11);
   for (const attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
@@ -176,7 +181,14 @@ BOOST_AUTO_TEST_CASE(gradients_are_those_of_the_same_values_in_float32) {
     const tensor<float16> vt = rounded<float16>(ref::random_tensor({2, 2, 70, 16}, rng));
     const attn::gradients a = g16(dy, qt, kt, vt), b = g32(dy, qt, widened(kt), widened(vt));
     BOOST_REQUIRE(a.size() == 3u);
-    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(same_bits(a.values[i], b.values[i]), "d" << a.names[i] << " " << g16.describe());
+    BOOST_TEST((a.values[0].type() == attn::dtype::f32 && a.values[1].type() == attn::dtype::bf16 && a.values[2].type() == attn::dtype::f16));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const attn::any_tensor rounded_b(a.values[i].type(), b.values[i].sizes(), b.values[i].as<float>().values());
+      BOOST_TEST(same_bits(a.values[i], rounded_b), "d" << a.names[i] << " " << g16.describe());
+    }
+    BOOST_CHECK_THROW(a["k"], attn::dtype_error);  // read as float32: it is bfloat16
+    BOOST_TEST(g16.describe().find("d_k=bfloat16,d_v=float16 (rounded as stored)") != std::string::npos, g16.describe());
+    BOOST_TEST(same_bits(a.get<bfloat16>("k"), a.values[1].as<bfloat16>()));
   }
 }
 
@@ -363,12 +375,12 @@ BOOST_AUTO_TEST_CASE(output_type_follows_the_inputs_or_output_as) {
   o.targets = {"host-opencl"};
   o.out_dir = std::filesystem::temp_directory_path();
   BOOST_CHECK_EXCEPTION(attn::aot::generate(attn::dsl::to_ir(output_as<bf16>(f32_y)), o), attn::compile_error, [](const attn::compile_error& e) {
-    return std::string(e.what()).find("the output is stored as bfloat16") != std::string::npos;
+    return std::string(e.what()).find("a result is stored as bfloat16") != std::string::npos;
   });
 }
 
-// Gradients of a kernel whose output is bfloat16: the saved output is read as stored (bfloat16),
-// given by the caller or computed; the gradients stay float32.
+// Gradients of a kernel whose tensors and output are bfloat16: dY and the saved output are read as
+// stored (bfloat16; the output given by the caller or computed), the gradients are bfloat16.
 BOOST_AUTO_TEST_CASE(gradients_read_a_bfloat16_saved_output) {
   std::mt19937 rng(19);
   const auto y = combine(softmax(causal(scaled_scores(qb, kb))), vb);
@@ -376,18 +388,42 @@ BOOST_AUTO_TEST_CASE(gradients_read_a_bfloat16_saved_output) {
   const auto forward = attn::jit(y, {.with_lse = true});
   const tensor<bfloat16> qt = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng)), kt = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng)),
                          vt = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng));
-  const tensor<float> dy = ref::random_tensor({1, 2, 40, 16}, rng);
+  const tensor<bfloat16> dy = rounded<bfloat16>(ref::random_tensor({1, 2, 40, 16}, rng));
   const auto saved = forward.run(qt, kt, vt);
   const attn::gradients computed = grads(dy, qt, kt, vt), given = grads(dy, attn::saved{saved.output, saved.lse}, qt, kt, vt);
-  const attn::gradients exact = attn::jit_gradients(combine(softmax(causal(scaled_scores(q, k))), v))(dy, widened(qt), widened(kt), widened(vt));
+  const attn::gradients exact =
+      attn::jit_gradients(combine(softmax(causal(scaled_scores(q, k))), v))(widened(dy), widened(qt), widened(kt), widened(vt));
+  BOOST_CHECK_THROW(grads(widened(dy), qt, kt, vt), attn::dtype_error);  // dY in the output's type
+  attn::aot::options o;
+  o.name = "typed_gradients";
+  const std::string header = attn::aot::abi_comment(attn::ir::gradient(attn::dsl::to_ir(y)), o);
+  BOOST_TEST(header.find("d_output  bfloat16") != std::string::npos, header);
+  BOOST_TEST(header.find("d_q  bfloat16") != std::string::npos, header);
   BOOST_REQUIRE(computed.size() == 3u);
   for (std::size_t i = 0; i < 3; ++i) {
+    BOOST_TEST((computed.values[i].type() == attn::dtype::bf16));
     BOOST_TEST(same_bits(computed.values[i], given.values[i]), "d" << computed.names[i]);
+    const std::vector<float> got = computed.values[i].floats(), want = exact.values[i].as<float>().values();
     double err = 0, largest = 0;
-    for (std::size_t j = 0; j < exact.values[i].values().size(); ++j) {
-      err = std::max(err, double(std::abs(computed.values[i].values()[j] - exact.values[i].values()[j])));
-      largest = std::max(largest, double(std::abs(exact.values[i].values()[j])));
+    for (std::size_t j = 0; j < want.size(); ++j) {
+      err = std::max(err, double(std::abs(got[j] - want[j])));
+      largest = std::max(largest, double(std::abs(want[j])));
     }
-    BOOST_TEST(err <= 0x1p-6 * largest, "d" << computed.names[i] << ": " << err << " of " << largest);  // O rounded to bfloat16
+    BOOST_TEST(err <= 0x1p-6 * largest, "d" << computed.names[i] << ": " << err << " of " << largest);  // O and the gradients rounded
   }
+  // A tensor shared by the batch (given without the batch dim): its gradient is the batch's sum,
+  // added in float32 and rounded once more.
+  const tensor<bfloat16> q2 = rounded<bfloat16>(ref::random_tensor({2, 2, 40, 16}, rng)), dy2 = rounded<bfloat16>(ref::random_tensor({2, 2, 40, 16}, rng));
+  const tensor<bfloat16> k1 = rounded<bfloat16>(ref::random_tensor({2, 40, 16}, rng)), v1 = rounded<bfloat16>(ref::random_tensor({2, 40, 16}, rng));
+  const attn::gradients shared = grads(dy2, q2, k1, v1);
+  const tensor<bfloat16>& dk = shared.get<bfloat16>("k");
+  const tensor<float> dk32 =
+      attn::jit_gradients(combine(softmax(causal(scaled_scores(q, k))), v))(widened(dy2), widened(q2), widened(k1), widened(v1))["k"];
+  BOOST_REQUIRE((dk.sizes() == std::vector<std::int64_t>{2, 40, 16}));
+  double err = 0, largest = 0;
+  for (std::size_t j = 0; j < dk32.values().size(); ++j) {
+    err = std::max(err, double(std::abs(static_cast<float>(dk.values()[j]) - dk32.values()[j])));
+    largest = std::max(largest, double(std::abs(dk32.values()[j])));
+  }
+  BOOST_TEST(err <= 0x1p-6 * largest, "shared dk: " << err << " of " << largest);
 }

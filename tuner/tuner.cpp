@@ -214,9 +214,9 @@ class search {
     tried_.insert(c.schedule);
     std::vector<std::vector<float>> got;  // every output: a gradient graph's more outputs too
     try {
-      std::vector<dense_buffer> out = k->output_buffers(in_.views);
+      std::vector<any_tensor> out = k->output_buffers(in_.views);
       run_into(*k, out);  // also the warm-up run
-      for (const dense_buffer& b : out) got.push_back(b.floats());
+      for (const any_tensor& b : out) got.push_back(b.floats());
       if (index == 0) results_ = std::move(out);
     } catch (const std::exception& e) {
       fail(c, outcome::run_failed, e.what());
@@ -242,7 +242,7 @@ class search {
   }
 
   void run_into_results(const compiled_kernel& k) { run_into(k, results_); }
-  void run_into(const compiled_kernel& k, const std::vector<dense_buffer>& outputs) {
+  void run_into(const compiled_kernel& k, const std::vector<any_tensor>& outputs) {
     std::vector<tensor_view> more;
     for (std::size_t i = 1; i < outputs.size(); ++i) more.push_back(outputs[i].view());
     k.run_into(in_.views, outputs.front().view(), nullptr, nullptr, more);
@@ -284,7 +284,7 @@ class search {
   kernel_inputs in_;
   progress progress_;
   std::vector<std::vector<float>> reference_;  // the default's outputs
-  std::vector<dense_buffer> results_;          // where candidates write theirs, each in its type
+  std::vector<any_tensor> results_;          // where candidates write theirs, each in its type
   std::string default_schedule_;
   std::set<std::string> tried_;
   std::map<std::size_t, kernel_ptr> kept_;

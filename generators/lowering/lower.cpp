@@ -2,6 +2,7 @@
 
 #include <set>
 #include <utility>
+#include "dsl/gradient.hpp"
 #include "generators/fused/backward_pattern.hpp"
 #include "generators/fused/fused_backward.hpp"
 #include "generators/lowering/generic_lowering.hpp"
@@ -27,14 +28,17 @@ lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_option
     for (const backward_match& m : find_backward(g)) lower_fused_backward(rules, s, m);
   s.out.output_batched = g.output().batched;
   std::set<int> taken;  // a node that is two outputs is copied for the second
-  for (int o : g.outputs()) {
+  const std::vector<int> outputs = g.outputs();
+  const std::vector<ir::element> types = ir::result_types(g);
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const int o = outputs[k];
     const ir::node& n = g.at(o);
     Func result;
     // A sum (or a scatter) is copied into its output: as the output itself, its vectorised update
     // read the caller's buffer with aligned vector loads, which fault on a tensor aligned to 16 bytes.
     const bool sum = n.kind == ir::op::sum_to || n.kind == ir::op::sum_groups || n.kind == ir::op::scatter_add;
     // A result stored in a 16-bit type is rounded as it is copied into the caller's buffer.
-    const Type type = o == g.root ? stored_type(n.type) : Float(32);
+    const Type type = stored_type(types[k]);
     if (ir::is_materialised(n.kind) && !sum && type == Float(32) && taken.insert(o).second) {
       result = rules.func(o);
       std::erase(s.out.materialised, o);  // in place
@@ -44,7 +48,7 @@ lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_option
       s.out.stages.push_back({f, s.halide_vars(vars, n.batched), stage::layout, {}, {}, {}, {}, s.static_extents(n), {}});
       result = f;
     }
-    if (o == g.root && !s.out.output.defined()) s.out.output = result;
+    if (k == 0) s.out.output = result;
     else s.out.more_outputs.push_back(result);
   }
   if (const int w = ir::weights_softmax(g); w >= 0 && !options.fused) {
