@@ -88,8 +88,14 @@ if (max_length_line)
   string(REGEX REPLACE "^[ \t]*//[ \t]*max-line-length:[ \t]*([0-9]+).*" "\\1" MAX_LINE_LENGTH "${max_length_line}")
 endif ()
 if (DEFINED MAX_LINE_LENGTH AND NOT MAX_LINE_LENGTH STREQUAL "")
-  # Clang's pack of chars counts as the text it spells (out_joined).
-  string(REPLACE ";" "," joined_lines "${out_joined}")
+  # Clang's pack of chars counts as the text it spells (out_joined), and a path as its part inside
+  # the repository (SOURCE is <repository>/tests/compile_fail/<case>.cpp): where the checkout lives
+  # is not the report's length.
+  cmake_path(GET SOURCE PARENT_PATH repository)
+  cmake_path(GET repository PARENT_PATH repository)
+  cmake_path(GET repository PARENT_PATH repository)
+  string(REPLACE "${repository}/" "" joined_lines "${out_joined}")
+  string(REPLACE ";" "," joined_lines "${joined_lines}")
   string(REPLACE "\n" ";" joined_lines "${joined_lines}")
   set(longest 0)
   foreach (line IN LISTS joined_lines)
