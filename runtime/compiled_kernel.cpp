@@ -37,6 +37,7 @@ struct compiled_kernel::impl {
   std::vector<Halide::Argument> arguments;
   Halide::Callable callable;                            // compiled in this process, or
   std::shared_ptr<const detail::shared_object_kernel> loaded;  // from the disk cache (disk_kernel.hpp)
+  std::vector<dtype> result_types;  // each of graph.outputs()'s element type (ir::result_types)
   detail::buffer_names names;  // Halide's buffer names -> the user's, for error messages
   std::mutex listing;          // a Pipeline compiles one listing at a time (TSan: races in Halide's IR)
   std::string description;  // describe()
@@ -94,6 +95,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
                                                bool tuned, const std::string& key) {
   auto p = std::make_unique<compiled_kernel::impl>();
   p->graph = g;
+  p->result_types = detail::result_dtypes(g);
   p->options = o;
   p->bound = bound;
   try {
@@ -197,12 +199,12 @@ std::string compiled_kernel::loop_nest(listing format) const {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-dtype compiled_kernel::output_type() const { return detail::result_dtypes(impl_->graph).front(); }
+dtype compiled_kernel::output_type() const { return impl_->result_types.front(); }
 
 std::vector<any_tensor> compiled_kernel::output_buffers(std::span<const tensor_view> inputs) const {
   const ir::graph& g = impl_->graph;
   const detail::call_shape call = detail::check_inputs(g, inputs, impl_->bound);
-  const std::vector<dtype> types = detail::result_dtypes(g);
+  const std::vector<dtype>& types = impl_->result_types;
   const std::vector<int> results = g.outputs();
   // Before allocating: the outputs and the kernel's intermediates (as run() does).
   detail::check_memory(detail::estimate_memory(g, call, results, impl_->materialised), impl_->target.maximum_buffer_size());
@@ -233,7 +235,7 @@ basic_outputs<T> compiled_kernel::run(std::span<const tensor_view> inputs) const
     out.lse = tensor<float>(lse_sizes(g, call));
     lse_view = out.lse.view();
   }
-  const std::vector<dtype> types = detail::result_dtypes(g);
+  const std::vector<dtype>& types = impl_->result_types;
   std::vector<tensor_view> more_views;
   for (std::size_t k = 0; k < g.more_outputs.size(); ++k)
     more_views.push_back(out.more.emplace_back(types[k + 1], detail::result_sizes(g.at(g.more_outputs[k]), call)).view());
@@ -267,7 +269,7 @@ void compiled_kernel::run_into(std::span<const tensor_view> inputs, const tensor
     const tensor_view* view;
     dtype type = dtype::f32;
   };
-  const std::vector<dtype> types = detail::result_dtypes(g);
+  const std::vector<dtype>& types = impl_->result_types;
   std::vector<result> results{{"output", &g.output(), detail::result_sizes(g.output(), call), &output, types.front()}};
   const int softmax = ir::weights_softmax(g);
   if (weights != nullptr) results.push_back({"weights", &g.at(softmax), detail::result_sizes(g.at(softmax), call), weights});

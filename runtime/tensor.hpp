@@ -32,15 +32,6 @@ inline std::int64_t checked_size_product(std::int64_t a, std::int64_t b, const c
                       std::to_string(b) + ")");
   return r;
 }
-// The element count, or shape_error for a negative size or a product that overflows.
-inline std::size_t checked_elements(const std::vector<std::int64_t>& sizes) {
-  std::int64_t n = 1;
-  for (std::int64_t s : sizes) {
-    if (s < 0) throw shape_error("tensor: negative size " + std::to_string(s));
-    n = checked_size_product(n, s, "tensor");
-  }
-  return static_cast<std::size_t>(n);
-}
 }  // namespace detail
 
 template <class T>
@@ -75,23 +66,6 @@ struct tensor_view {
   }
 };
 
-namespace detail {
-// Dense row-major memory of these sizes as a view (an owning tensor's).
-inline tensor_view dense_view(void* data, dtype type, const std::vector<std::int64_t>& sizes) {
-  tensor_view v;
-  v.data = data;
-  v.type = type;
-  v.rank = static_cast<int>(sizes.size());
-  std::int64_t s = 1;
-  for (int i = v.rank - 1; i >= 0; --i) {
-    v.sizes[static_cast<std::size_t>(i)] = sizes[static_cast<std::size_t>(i)];
-    v.strides[static_cast<std::size_t>(i)] = s;
-    s *= sizes[static_cast<std::size_t>(i)];
-  }
-  return v;
-}
-}  // namespace detail
-
 // A view of caller memory: dense row-major, or with explicit strides (in elements).
 template <class T>
 tensor_view view(T* data, std::initializer_list<std::int64_t> sizes, std::initializer_list<std::int64_t> strides = {}) {
@@ -117,7 +91,7 @@ template <class T>
 class tensor {
  public:
   tensor() = default;
-  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{}) : sizes_(std::move(sizes)), data_(detail::checked_elements(sizes_), fill) {}
+  explicit tensor(std::vector<std::int64_t> sizes, T fill = T{}) : sizes_(std::move(sizes)), data_(checked_elements(sizes_), fill) {}
 
   const std::vector<std::int64_t>& sizes() const { return sizes_; }
   std::int64_t size(int i) const { return sizes_[static_cast<std::size_t>(i)]; }
@@ -133,11 +107,30 @@ class tensor {
   const T& operator()(I... idx) const { return data_[offset({static_cast<std::int64_t>(idx)...})]; }
 
   tensor_view view() const {
-    return detail::dense_view(const_cast<T*>(data_.data()), dtype_of<T>(), sizes_);
+    tensor_view v;
+    v.data = const_cast<T*>(data_.data());
+    v.type = dtype_of<T>();
+    v.rank = rank();
+    std::int64_t s = 1;
+    for (int i = v.rank - 1; i >= 0; --i) {
+      v.sizes[static_cast<std::size_t>(i)] = sizes_[static_cast<std::size_t>(i)];
+      v.strides[static_cast<std::size_t>(i)] = s;
+      s *= sizes_[static_cast<std::size_t>(i)];
+    }
+    return v;
   }
   operator tensor_view() const { return view(); }
 
  private:
+  // The element count, or shape_error for a negative size or a product that overflows.
+  static std::size_t checked_elements(const std::vector<std::int64_t>& sizes) {
+    std::int64_t n = 1;
+    for (std::int64_t s : sizes) {
+      if (s < 0) throw shape_error("tensor: negative size " + std::to_string(s));
+      n = detail::checked_size_product(n, s, "tensor");
+    }
+    return static_cast<std::size_t>(n);
+  }
   std::size_t offset(std::initializer_list<std::int64_t> idx) const {
     std::int64_t o = 0;
     std::size_t d = 0;
@@ -154,8 +147,6 @@ class tensor {
 class any_tensor {
  public:
   any_tensor(dtype type, std::vector<std::int64_t> sizes) : v_(make(type, std::move(sizes))) {}  // zero-filled
-  template <class T>
-  any_tensor(tensor<T> t) : v_(std::move(t)) {}
   // Float values stored as `type`, each rounded to nearest even.
   any_tensor(dtype type, std::vector<std::int64_t> sizes, const std::vector<float>& values) : any_tensor(type, std::move(sizes)) {
     std::visit([&](auto& t) {
