@@ -6,6 +6,7 @@
 #include "generators/cpu/cpu_schedule.hpp"
 #include "generators/cpu/flash_backward_cpu_schedule.hpp"
 #include "generators/cpu/flash_cpu_schedule.hpp"
+#include "generators/gpu/flash_backward_gpu_schedule.hpp"
 #include "generators/gpu/flash_gpu_schedule.hpp"
 #include "generators/gpu/gpu_schedule.hpp"
 
@@ -53,6 +54,7 @@ lowered lower_and_schedule(const ir::graph& g, const bound_dims& bound, const lo
   if (l.gpu) {
     schedule_gpu(l, target);
     for (flash_funcs& f : l.flash) schedule_flash_gpu(f, l.params, *l.gpu, target);
+    for (backward_funcs& b : l.backward) schedule_flash_backward_gpu(b, *l.gpu);
   } else {
     schedule_cpu(l, target);
     for (flash_funcs& f : l.flash) schedule_flash_cpu(f, l.tiles, target);

@@ -30,18 +30,18 @@ int lse_softmax(const ir::graph& g) {
   return found.front();
 }
 
-std::vector<gen::attention_match> fused_attentions(const ir::graph& g, const Halide::Target& target) {
+std::vector<gen::attention_match> fused_attentions(const ir::graph& g, const Halide::Target& target, const dim_sizes& bound) {
   if (!ir::is_gradient(g)) return gen::find_attention(g);
   std::vector<gen::attention_match> found;
-  if (!target.has_gpu_feature())
-    for (const gen::backward_match& m : gen::find_backward(g)) found.push_back(m.forward);
+  for (const gen::backward_match& m : gen::find_backward(g))
+    if (!target.has_gpu_feature() || gen::gpu_covers(g, m, bound)) found.push_back(m.forward);
   return found;
 }
 
 // Which lowering runs, and with which fused schedule (jit_options::path and ::schedule).
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,
                                       const Halide::Target& target) {
-  const std::vector<gen::attention_match> found = fused_attentions(g, target);
+  const std::vector<gen::attention_match> found = fused_attentions(g, target, bound);
   gen::lowering_options l;
   l.fused = o.path != lowering::generic && !o.with_weights && !found.empty();
   const bool autoscheduled = o.schedule.starts_with("auto=");
@@ -51,10 +51,10 @@ gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, 
   if (o.path == lowering::fused && o.with_weights)
     throw compile_error("path = fused: the fused kernel never stores the attention weights; use with_weights with path = automatic or generic");
   if (o.path == lowering::fused && found.empty() && ir::is_gradient(g))
-    throw compile_error(target.has_gpu_feature()
-                            ? "path = fused: the fused backward has CPU schedules only; use path = automatic or generic"
-                            : "path = fused: the fused backward covers one attention (softmax or softmax-free) whose pairs' gradients leave "
-                              "the tiles through products, or sums into a table of at most 4096 cells per head fixed when compiling");
+    throw compile_error(std::string("path = fused: the fused backward covers one attention (softmax or softmax-free) whose pairs' "
+                                    "gradients leave the tiles through products, or sums into a table of at most ") +
+                        (target.has_gpu_feature() ? "256 cells per head fixed when compiling, the products' widths known then too (GPU targets)"
+                                                  : "4096 cells per head fixed when compiling"));
   if (o.path == lowering::fused && found.empty())
     throw compile_error("path = fused: the expression has no attention (softmax(S)·V, or combine(f(S), V) with f elementwise) to fuse");
   if (target.has_feature(Halide::Target::OpenCL) && !target.has_feature(Halide::Target::CLHalf)) {

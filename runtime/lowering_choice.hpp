@@ -17,9 +17,10 @@ namespace attn::detail {
 // argument_error if it has none or several.
 int lse_softmax(const ir::graph& g);
 
-// The attentions the fused lowering covers: find_attention's, or in a gradient graph (on a CPU) the
-// attention whose backward it fuses (backward_pattern.hpp).
-std::vector<gen::attention_match> fused_attentions(const ir::graph& g, const Halide::Target& target);
+// The attentions the fused lowering covers: find_attention's, or in a gradient graph the attention
+// whose backward it fuses (backward_pattern.hpp; on a GPU target where gpu_covers, given the dims
+// bound when compiling).
+std::vector<gen::attention_match> fused_attentions(const ir::graph& g, const Halide::Target& target, const dim_sizes& bound);
 
 // Throws compile_error for a path or schedule the expression cannot have.
 gen::lowering_options choose_lowering(const ir::graph& g, const jit_options& o, const dim_sizes& bound,

@@ -761,7 +761,8 @@ void expect_fused_equals_generic(const std::string& what, const E& e, idx_t batc
   }
 }
 
-BOOST_AUTO_TEST_CASE(the_fused_backward_equals_the_generic_one) {
+// Its own ctest test (CMakeLists.txt: SPLIT), beside the rest: about half of the time of this file.
+BOOST_AUTO_TEST_CASE(the_fused_backward_equals_the_generic_one, *boost::unit_test::label("fused_equals_generic")) {
   const std::vector<sizes> long_sizes{{1, 1}, {257, 257}, {1000, 1000}, {300, 1000}};
   expect_fused_equals_generic("causal", causal_attention, 2, long_sizes, qkv_layout);
   expect_fused_equals_generic("key padding", padded, 3, long_sizes, padded_layout);

@@ -66,6 +66,19 @@ const std::vector<axis>& backward_axes() {
   return a;
 }
 
+// The fused backward's tiles and threads (GPU): a block per tile of each pass; the forward's
+// parameters stay the default's.
+const std::vector<axis>& gpu_backward_axes() {
+  static const std::vector<axis> a{
+      {"q_tile", {16, 32, 64}, {8, 16, 24, 32, 48, 64, 96, 128}},
+      {"kv_tile", {16, 32, 64}, {8, 16, 24, 32, 48, 64, 96, 128}},
+      {"threads", {4, 8, 16, 32}, {1, 2, 4, 8, 16, 32, 64}},
+  };
+  return a;
+}
+
+constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
+
 template <class S>
 using plausibility = bool (*)(const S&, const attention_sizes&);
 
@@ -163,7 +176,6 @@ std::vector<flash_schedule> backward_neighbours(const flash_schedule& s, const a
 }
 
 bool plausible(const flash_gpu_schedule& s, const attention_sizes& a) {
-  constexpr std::int64_t shared_limit = 48 << 10;  // CUDA's static shared memory per block
   const flash_gpu_schedule unused;                 // the values of parameters a variant does not use
   const bool per_thread = s.shared == gen::flash_gpu_variant::per_thread;
   const bool tiled = s.shared == gen::flash_gpu_variant::register_tiles;
@@ -185,12 +197,35 @@ std::vector<flash_gpu_schedule> neighbours(const flash_gpu_schedule& s, const at
   return neighbours_of<flash_gpu_schedule>(gpu_axes(), s, a, plausible);
 }
 
+bool plausible_gpu_backward(const flash_gpu_schedule& s, const attention_sizes& a) {
+  try {
+    flash_gpu_schedule::parameters().check(s);  // the rules between parameters (kv_tile a multiple of threads, ...)
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  // A step's shared memory: about four pair tiles (scores, P, dP, dS) and two exits' products.
+  const std::int64_t width = a.dv > 0 ? a.dv : 128;
+  const std::int64_t bytes = 4 * (4 * std::int64_t(s.q_tile) * s.kv_tile + 2 * std::int64_t(std::max(s.q_tile, s.kv_tile)) * width);
+  return bytes <= shared_limit && s.threads * std::max(s.q_tile, s.kv_tile) >= 32 &&
+         s.kv_tile <= std::max<std::int64_t>(ceil2(a.nk), 16) && s.q_tile <= std::max<std::int64_t>(ceil2(a.nq), 16);
+}
+
+std::vector<flash_gpu_schedule> pruned_gpu_backward_grid(const flash_gpu_schedule& start, const attention_sizes& a) {
+  return grid_of<flash_gpu_schedule>(gpu_backward_axes(), start, a, plausible_gpu_backward);
+}
+
+std::vector<flash_gpu_schedule> gpu_backward_neighbours(const flash_gpu_schedule& s, const attention_sizes& a) {
+  return neighbours_of<flash_gpu_schedule>(gpu_backward_axes(), s, a, plausible_gpu_backward);
+}
+
 std::vector<std::string> search_space::grid() const {
+  if (backward_ && gpu_) return texts(pruned_gpu_backward_grid(gen::parse_flash_gpu_schedule(*backward_, {}), sizes_));
   if (backward_) return texts(pruned_backward_grid(gen::parse_flash_schedule(*backward_, {}), sizes_));
   return gpu_ ? texts(pruned_gpu_grid(sizes_)) : texts(pruned_grid(sizes_));
 }
 
 std::vector<std::string> search_space::neighbours(const std::string& schedule) const {
+  if (gpu_ && backward_) return texts(gpu_backward_neighbours(gen::parse_flash_gpu_schedule(schedule, {}), sizes_));
   if (gpu_) return texts(tune::neighbours(gen::parse_flash_gpu_schedule(schedule, {}), sizes_));
   if (backward_) return texts(backward_neighbours(gen::parse_flash_schedule(schedule, {}), sizes_));
   return texts(tune::neighbours(gen::parse_flash_schedule(schedule, {}), sizes_));

@@ -56,6 +56,14 @@ bool plausible_backward(const gen::flash_schedule& s, const attention_sizes& a);
 std::vector<gen::flash_schedule> pruned_backward_grid(const gen::flash_schedule& start, const attention_sizes& a);
 std::vector<gen::flash_schedule> backward_neighbours(const gen::flash_schedule& s, const attention_sizes& a);
 
+// The fused backward's (GPU): the default's other parameters as `start`'s, q_tile and kv_tile ∈
+// {16, 32, 64}, threads ∈ {4, 8, 16, 32}; schedules the parameters' rules allow, a step's tiles
+// within 48 KiB of shared memory (about four pair tiles and two products as wide as V), tiles no
+// larger than the problem (rounded up to a power of two).
+bool plausible_gpu_backward(const gen::flash_gpu_schedule& s, const attention_sizes& a);
+std::vector<gen::flash_gpu_schedule> pruned_gpu_backward_grid(const gen::flash_gpu_schedule& start, const attention_sizes& a);
+std::vector<gen::flash_gpu_schedule> gpu_backward_neighbours(const gen::flash_gpu_schedule& s, const attention_sizes& a);
+
 // The candidates above as schedule texts (jit_options::schedule), for a GPU target's fused schedule
 // or a CPU target's, forward or (given the default's schedule, `backward`) backward.
 class search_space {

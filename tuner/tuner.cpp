@@ -49,7 +49,7 @@ std::int64_t size_of(const ir::dim& d, const dim_sizes& sizes) {
 // The search's view of the (first) attention: its sizes.
 attention_sizes sizes_for_search(const ir::graph& g, const dim_sizes& sizes) {
   attention_sizes a;
-  const std::vector<gen::attention_match> found = detail::fused_attentions(g, Halide::Target("host"));  // a gradient graph's too
+  const std::vector<gen::attention_match> found = detail::fused_attentions(g, Halide::Target("host"), sizes);  // a gradient graph's too
   if (found.empty()) return a;
   const ir::node& w = g.at(found.front().weights);
   const std::size_t r = w.shape.size();
@@ -144,7 +144,7 @@ class search {
     attention_sizes a = sizes_for_search(g_, o_.sizes);
     const bool gpu = Halide::Target(target).has_gpu_feature();
     if (!gpu) a.vector = gen::parse_flash_schedule(default_schedule, {}).vector;
-    if (ir::is_gradient(g_) && !gpu) return search_space(gpu, a, default_schedule);
+    if (ir::is_gradient(g_)) return search_space(gpu, a, default_schedule);
     return search_space(gpu, a);
   }
 

@@ -65,9 +65,13 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
     one_tile(f, f.args()[0], f.args()[1]);
     never_partition(f);
   }
-  // The reductions' sums per tile: one serial pass over the tile's pairs (a fixed order).
+  // The reductions' sums per tile: one serial pass over the tile's pairs (a fixed order), the
+  // lanes innermost, so that consecutive keys add to different sums.
   for (Func f : p.tile_sums) {
     f.compute_at(tile);
+    std::vector<VarOrRVar> lanes_inside{f.args()[1]};
+    for (const RVar& r : f.rvars()) lanes_inside.emplace_back(r);
+    f.update().reorder(lanes_inside);
     never_partition(f);
   }
   // The exits' products: d in registers (all of it where it fits) × rows (a divisor of the tile's),

@@ -132,4 +132,14 @@ std::vector<backward_match> find_backward(const ir::graph& g) {
   return {m};
 }
 
+bool gpu_covers(const ir::graph& g, const backward_match& m, const std::map<std::string, std::int64_t, std::less<>>& bound) {
+  const auto known = [&](const ir::dim& d) { return d.size > 0 || bound.contains(d.name); };
+  return std::ranges::all_of(m.exits,
+                             [&](const pair_exit& e) {
+                               const std::vector<ir::dim>& shape = g.at(e.node).shape;
+                               return known(e.other_left ? shape[shape.size() - 2] : shape.back());
+                             }) &&
+         std::ranges::all_of(m.reductions, [](const pair_reduction& r) { return r.cells <= gpu_reduction_cells; });
+}
+
 }  // namespace attn::gen

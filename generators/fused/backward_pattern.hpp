@@ -11,6 +11,10 @@
 // sum into at most max_reduction_cells cells per lead index (the table's dims its indices pick,
 // sizes fixed when compiling); dims indexed by `head` (or kept by sum_to) follow the tile's lead
 // index. Anything else reading a pair node leaves the gradient to the generic lowering. Halide-free.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <vector>
 #include "dsl/ir.hpp"
 #include "generators/fused/attention_pattern.hpp"
@@ -51,6 +55,12 @@ struct backward_match {
 // through exits (none for a graph that is not a gradient, or has another attention or another
 // reader of a pair node).
 std::vector<backward_match> find_backward(const ir::graph& g);
+
+// Does a GPU block hold the fused backward's per-tile Funcs in shared memory sized when compiling?
+// Every exit's width must be known then (a size in the expression or `bound`), and each
+// reduction's tile sums small: at most gpu_reduction_cells cells.
+inline constexpr std::int64_t gpu_reduction_cells = 256;
+bool gpu_covers(const ir::graph& g, const backward_match& m, const std::map<std::string, std::int64_t, std::less<>>& bound);
 
 // Is n a pair node of m (spans its weights' queries and keys, and is computed, not a tensor)?
 bool is_pair_node(const ir::graph& g, const backward_match& m, int n);

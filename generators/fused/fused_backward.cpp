@@ -17,6 +17,12 @@ using namespace Halide;
 
 namespace {
 
+int exit_width(const lowering_state& s, const pair_exit& e) {
+  const ir::node& exit = s.g.at(e.node);
+  const std::vector<std::int64_t> extents = s.static_extents(exit);  // Halide order
+  return static_cast<int>(e.other_left ? extents[1] : extents[0]);
+}
+
 class builder {
  public:
   builder(generic_lowering& rules, lowering_state& s, const backward_match& m)
@@ -24,9 +30,14 @@ class builder {
     const std::size_t r = w_.shape.size();
     nq_ = s.extent(w_.shape[r - 2].name, w_.shape[r - 2].size);
     nk_ = s.extent(w_.shape[r - 1].name, w_.shape[r - 1].size);
-    sweep_ = s.options.tiles.backward_sweep;
-    tq_ = s.options.tiles.backward_q_tile;
-    tk_ = sweep_ ? tq_ : s.options.tiles.kv_tile;
+    if (s.options.gpu) {  // a block per tile of each pass: two passes, the forward's tiles
+      tq_ = s.options.gpu->q_tile;
+      tk_ = s.options.gpu->kv_tile;
+    } else {
+      sweep_ = s.options.tiles.backward_sweep;
+      tq_ = s.options.tiles.backward_q_tile;
+      tk_ = sweep_ ? tq_ : s.options.tiles.kv_tile;
+    }
     b_.q_tile = tq_;
     b_.kv_tile = tk_;
     for (std::size_t k = 0; k + 2 < r; ++k) b_.lead.emplace_back("lead" + std::to_string(k));  // innermost first
@@ -107,9 +118,10 @@ class builder {
   }
 
   // P at (lead..., q, kv) inside a tile: exp(S - lse) where the masks keep the pair, else 0; one
-  // Func per pass, shared by its uses.
+  // Func per pass, shared by its uses (GPU: one per use, as every per-tile Func).
   Expr probability(const std::vector<Expr>& idx) {
-    std::map<int, Func>& cache = *s_.tile.per_tile;
+    std::map<int, Func> fresh;
+    std::map<int, Func>& cache = s_.tile.per_tile != nullptr ? *s_.tile.per_tile : fresh;
     const ir::node& p = s_.g.at(m_.forward.softmax);
     auto it = cache.find(m_.forward.softmax);
     if (it == cache.end()) {
@@ -189,11 +201,7 @@ class builder {
     return rules_.value(node, at, {});
   }
 
-  int width_known(const pair_exit& e) const {
-    const ir::node& exit = s_.g.at(e.node);
-    const std::vector<std::int64_t> extents = s_.static_extents(exit);  // Halide order
-    return static_cast<int>(e.other_left ? extents[1] : extents[0]);
-  }
+  int width_known(const pair_exit& e) const { return exit_width(s_, e); }
 
   // The exits' products per tile, (d, i, kt, qt, lead..., batch), into p (its tile context set).
   void define_products(backward_pass& p, std::map<int, Func>& values, const Var& kt, const Var& qt) {
@@ -231,15 +239,19 @@ class builder {
 
   // Each reduction's sums over the pairs of tile (kt, qt): (cell, lane, kt, qt, lead..., batch),
   // summed over the lanes where read. Key kv adds to lane kv % scatter_lanes, so consecutive pairs
-  // adding to one cell do not wait on each other's store; the order stays fixed.
+  // adding to one cell do not wait on each other's store, and the lanes can run apart (a GPU
+  // thread each); each lane's order stays fixed (its keys in order, row by row).
   void define_tile_sums(backward_pass& p, std::map<int, Func>& values, const Var& kt, const Var& qt) {
     for (int k : p.reductions) {
       const pair_reduction& red = m_.reductions[static_cast<std::size_t>(k)];
       const ir::node& c = s_.g.at(red.pair);
       if (!values.contains(red.pair)) p.values.push_back(values.emplace(red.pair, pair_values(red.pair)).first->second);
-      const RDom t({{0, tk_}, {0, tq_}}, "tile_pairs");  // the keys inside
+      const Var at_cell("cell"), lane("lane");
+      RDom t({{0, (tk_ + scatter_lanes - 1) / scatter_lanes}, {0, tq_}}, "tile_pairs");  // a lane's keys inside
+      const Expr key = lane + scatter_lanes * t.x;
+      if (tk_ % scatter_lanes != 0) t.where(key < tk_);
       std::vector<Expr> pair_at = lead_row_major();
-      pair_at.insert(pair_at.end(), {qt * tq_ + t.y, kt * tk_ + t.x});
+      pair_at.insert(pair_at.end(), {qt * tq_ + t.y, kt * tk_ + key});
       Expr cell = 0;
       if (red.cells > 1) {  // the cells of the tile's pairs, computed as the other pair values (in vectors)
         const std::vector<Var> vars = s_.new_func("backward_cells", c).second;
@@ -248,10 +260,9 @@ class builder {
         p.values.push_back(cells);
         cell = unsafe_promise_clamped(cells(s_.args_of(c, pair_at)), 0, static_cast<int>(red.cells) - 1);  // cell_of clamps
       }
-      const Var at_cell("cell"), lane("lane");
       Func f("backward_tile_sum" + std::to_string(s_.count++));
       f(tile_args({at_cell, lane, kt, qt})) = 0.0f;
-      f(tile_args({cell, t.x % scatter_lanes, kt, qt})) += values.at(red.pair)(s_.args_of(c, pair_at));
+      f(tile_args({cell, lane, kt, qt})) += values.at(red.pair)(s_.args_of(c, pair_at));
       p.tile_sums.push_back(f);
     }
   }
@@ -262,8 +273,6 @@ class builder {
     for (int lane = 1; lane < scatter_lanes; ++lane) sum += p.tile_sums[j](tile_args({cell, lane, kt, qt}));
     return sum;
   }
-
-  static constexpr int scatter_lanes = 8;
 
   // The cell the pair at (lead..., q, kv) adds to: the picked dims' indices, clamped as gather
   // clamps them, row-major (a pair past the last query or key adds 0: its index is the last one's).
@@ -285,13 +294,15 @@ class builder {
 
   int blocks(const pair_reduction& red, int rows) const { return static_cast<int>((red.cells + rows - 1) / rows); }
 
-  // Runs define(p) with p's tile context: its pair nodes per tile, one Func each, keys unclamped.
+  // Runs define(p) with p's tile context: its pair nodes per tile, keys unclamped; one Func each
+  // on a CPU, one per use on a GPU (each then computed where its one reader needs it:
+  // flash_backward_gpu_schedule.cpp).
   template <class Define>
   void in_tiles(backward_pass& p, const Define& define) {
     std::map<int, Func> per_tile;
     const auto saved = std::tuple(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped);
     std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) =
-        std::tuple(&p.pairwise, &w_, &per_tile, false);
+        std::tuple(&p.pairwise, &w_, s_.options.gpu ? nullptr : &per_tile, false);
     define();
     std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) = saved;
   }

@@ -64,8 +64,12 @@ struct backward_funcs {
   Halide::Func row_dot;  // rowsum(dO ∘ O), as the node's Func
 };
 
+// A key adds to a reduction's tile sums in lane key % scatter_lanes (backward_pass::tile_sums).
+inline constexpr int scatter_lanes = 8;
+
 // Lowers m: the exits' and the row term's Funcs go to lowering_state::funcs (the rest of the
-// gradient reads them like any node), the passes to lowered::backward.
+// gradient reads them like any node), the passes to lowered::backward. On a GPU target (lowering
+// options' gpu: where gpu_covers(m)) two passes with the GPU schedule's tiles.
 void lower_fused_backward(generic_lowering& rules, lowering_state& s, const backward_match& m);
 
 }  // namespace attn::gen

@@ -21,7 +21,7 @@ void schedule_gpu(lowered& l, const Target&) {
         st.func.update().gpu_single_thread();
         break;
       case lowered::stage::product: {
-        if (st.right_finite.defined()) st.right_finite.compute_root();
+        if (st.right_finite.defined()) gpu_root(st.right_finite);  // one thread on the device: no copy back to the host
         const Func stored = apply_matmul_gpu_schedule(st, default_matmul_gpu_schedule(shape_of(st)));
         replace_output(l, st.func, stored);
         break;

@@ -24,8 +24,9 @@ std::vector<Expr> halide_args(const std::vector<Expr>& row_major, const Expr& ba
 lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_options& options) {
   lowering_state s(g, bound, options);
   generic_lowering rules(s);
-  if (options.fused && !options.gpu)
-    for (const backward_match& m : find_backward(g)) lower_fused_backward(rules, s, m);
+  if (options.fused)
+    for (const backward_match& m : find_backward(g))
+      if (!options.gpu || gpu_covers(g, m, bound)) lower_fused_backward(rules, s, m);
   s.out.output_batched = g.output().batched;
   std::set<int> taken;  // a node that is two outputs is copied for the second
   const std::vector<int> outputs = g.outputs();

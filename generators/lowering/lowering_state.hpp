@@ -24,9 +24,9 @@ struct tile_context {
   Halide::Expr few_queries;                // lowering a fused attention: flash_problem::few_queries
   bool keys_inside = false;                // reading V at keys of full tiles: promised, not clamped
   std::set<int> transparent;               // masks evaluated as a fused score's `keep`, not as -inf
-  // The fused backward: each per-tile node's Func made once per pass and shared by its uses (the
-  // forward makes one per use), and nodes whose values the tiles compute their own way (P from
-  // the saved log-sum-exp).
+  // The fused backward on a CPU: each per-tile node's Func made once per pass and shared by its
+  // uses (null: one per use, as the forward and a GPU's backward make them), and nodes whose
+  // values the tiles compute their own way (P from the saved log-sum-exp).
   std::map<int, Halide::Func>* per_tile = nullptr;
   std::map<int, std::function<Halide::Expr(const std::vector<Halide::Expr>&)>> given;
   // Per-tile products read their right operand (Kᵀ) at keys promised inside [0, max(N_K, kv_tile)):

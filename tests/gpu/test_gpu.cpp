@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "gpu_kernels.h"  // the kernels of this API, as gpu::NAME (gpu_kernels.h.in)
@@ -265,41 +266,166 @@ void generic_with_weights() {
   }
 }
 
-// The backward pass on the generic GPU schedule (built GRADIENTS): causal attention with a learned
-// bias per distance and head, bias (R = 16, H), q, k, v (H = 8, T, Dh = 16); dq, dk, dv and the
-// table's gradient against the double reverse-mode reference (support/reference_gradient.hpp),
-// under the suite's rule with the naive float backward pass as the yardstick.
+// Head h of heads stacked along the rows, `rows` each.
+template <class Acc>
+mat<Acc> head_rows(const mat<Acc>& m, index h, index rows) {
+  mat<Acc> r(rows, m.cols);
+  for (index i = 0; i < rows * m.cols; ++i) r.a[static_cast<std::size_t>(i)] = m.a[static_cast<std::size_t>(h * rows * m.cols + i)];
+  return r;
+}
+
+// The fused backward of a per-head attention over q, k, v (B, H = 8, T, Dh), from the output and
+// log-sum-exp a float forward would have saved (the double reference's, rounded): dq, dk, dv
+// against the double reverse-mode reference (support/reference_gradient.hpp) under the suite's
+// rule; a row that keeps no key gets exactly dq = 0.
+using per_head_gradients_kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*,
+                                          halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*);
+struct gradients_case {
+  std::string name;
+  index b, t, dh;
+  mask_pred keep = {};  // empty: every key
+};
+// mod: a score modifier generic over the number type (double, float and the reference's variables), or none.
+template <class Mod = std::nullptr_t>
+void check_head_gradients(const gradients_case& c, per_head_gradients_kernel kernel, Mod mod = nullptr) {
+  constexpr index H = 8;
+  const index b = c.b, t = c.t, dh = c.dh, n = b * H * t * dh, heads = b * H;
+  auto modifier = [&](auto acc) {
+    using Acc = decltype(acc);
+    attn::ref::score_mod<Acc> m;
+    if constexpr (!std::is_null_pointer_v<Mod>) m = [mod](Acc sc, index i, index j, index h) { return mod(sc, i, j, h); };
+    return m;
+  };
+  const std::vector<float> q = random_values(n, 51), k = random_values(n, 52), v = random_values(n, 53), dy = random_values(n, 54);
+  // Heads stacked along the rows: (B·H·T, Dh).
+  auto attention = [&](const auto& x) {
+    using Acc = std::decay_t<decltype(x[0].a[0])>;
+    const attn::ref::score_mod<Acc> m = modifier(Acc{});
+    mat<Acc> out(heads * t, dh);
+    for (index bh = 0; bh < heads; ++bh) {
+      const mat<Acc> o = attn::ref::scaled_dot_product(head_rows(x[0], bh, t), head_rows(x[1], bh, t), head_rows(x[2], bh, t),
+                                                       attn::ref::inv_sqrt(dh), c.keep, m, bh % H)
+                             .output;
+      for (index i = 0; i < t * dh; ++i) out.a[static_cast<std::size_t>(bh * t * dh + i)] = o.a[static_cast<std::size_t>(i)];
+    }
+    return out;
+  };
+  std::vector<float> saved_output(static_cast<std::size_t>(n)), saved_lse(static_cast<std::size_t>(heads * t));
+  for (index bh = 0; bh < heads; ++bh) {
+    const auto r = attn::ref::scaled_dot_product(slice<double>(q, bh * t * dh, t, dh), slice<double>(k, bh * t * dh, t, dh),
+                                                 slice<double>(v, bh * t * dh, t, dh), attn::ref::inv_sqrt(dh), c.keep, modifier(0.0),
+                                                 bh % H);
+    for (index i = 0; i < t * dh; ++i) saved_output[static_cast<std::size_t>(bh * t * dh + i)] = static_cast<float>(r.output.a[static_cast<std::size_t>(i)]);
+    for (index i = 0; i < t; ++i) saved_lse[static_cast<std::size_t>(bh * t + i)] = static_cast<float>(r.lse(i, 0));
+  }
+  std::vector<std::vector<float>> got(3, std::vector<float>(static_cast<std::size_t>(n), -7.0f));
+  int rc = 0;
+  {
+    auto in = [&](const std::vector<float>& x) { return kernel_buffer(const_cast<float*>(x.data()), {b, H, t, dh}); };  // read only
+    kernel_buffer qb = in(q), kb = in(k), vb = in(v), yb = in(dy), ob = in(saved_output),
+                  lb(saved_lse.data(), {b, H, t}), dqb(got[0].data(), {b, H, t, dh}), dkb(got[1].data(), {b, H, t, dh}),
+                  dvb(got[2].data(), {b, H, t, dh});
+    rc = run([&] { return kernel(qb, kb, vb, yb, ob, lb, dqb, dkb, dvb); }, {&dqb, &dkb, &dvb});
+  }
+  const std::string what = c.name + " gradients B=" + std::to_string(b) + " T=" + std::to_string(t);
+  if (rc != 0) return check(false, what + ": kernel returned " + std::to_string(rc) + " " + last_error);
+  const std::vector<mat<double>> inputs{slice<double>(q, 0, heads * t, dh), slice<double>(k, 0, heads * t, dh), slice<double>(v, 0, heads * t, dh)};
+  const mat<double> d_y = slice<double>(dy, 0, heads * t, dh);
+  const auto d = attn::ref::reference_gradients<double>(attention, inputs, d_y);
+  const auto f = attn::ref::reference_gradients<float>(attention, inputs, d_y);
+  const char* names[] = {"dq", "dk", "dv"};
+  for (std::size_t g = 0; g < 3; ++g) {
+    const attn::ref::comparison cg = attn::ref::compare(got[g].data(), d[g].size(), d[g], f[g]);
+    check(cg.ok, what + ", " + names[g] + ": " + cg.describe());
+  }
+  if (!c.keep) return;
+  index masked_rows = 0, nonzero = 0;
+  for (index bh = 0; bh < heads; ++bh)
+    for (index i = 0; i < t; ++i) {
+      bool kept = false;
+      for (index j = 0; j < t && !kept; ++j) kept = c.keep(i, j, bh % H);
+      if (kept) continue;
+      ++masked_rows;
+      for (index e = 0; e < dh; ++e) nonzero += got[0][static_cast<std::size_t>((bh * t + i) * dh + e)] != 0.0f;
+    }
+  if (masked_rows > 0) check(nonzero == 0, what + ": dq exactly 0 in the " + std::to_string(masked_rows) + " rows that keep no key");
+}
+
+// The fused backward on the default GPU schedule (q_tile 32, kv_tile 16, 8 threads at Dh = 16)
+// and with other tiles: one tile, sizes not multiples of the tiles, several tiles, batch 2; a
+// window's band (tiles skipped on both sides); modifiers through the score; rows without a kept key.
+void fused_gradients() {
+  for (index t : {1, 33, 100}) check_head_gradients({"causal", t == 33 ? 2 : 1, t, 16, keep_causal}, gpu::causal_gradients);
+  check_head_gradients({"sliding window 256", 1, 300, 16, [](index q, index kv, index) { return kv <= q && q - kv < 256; }},
+                       gpu::window_gradients);
+  check_head_gradients({"ALiBi + causal", 2, 45, 16, keep_causal}, gpu::alibi_gradients, [](auto sc, index q, index kv, index h) {
+    using Acc = decltype(sc);
+    return sc - static_cast<Acc>(attn::ref::alibi_slope(h, 8)) * static_cast<Acc>(q - kv);
+  });
+  check_head_gradients({"softcap 20 + causal", 1, 45, 16, keep_causal}, gpu::softcap_gradients, [](auto sc, index, index, index) {
+    using Acc = decltype(sc);
+    using std::tanh;
+    return static_cast<Acc>(20.0) * tanh(sc / static_cast<Acc>(20.0));
+  });
+  for (index t : {3, 21, 100})
+    check_head_gradients({"keys 0..i-5 (fully masked rows), q_tile=16 kv_tile=32", t == 21 ? 2 : 1, t, 16,
+                          [](index q, index kv, index) { return kv + 5 <= q; }},
+                         gpu::masked_rows_gradients);
+}
+
+// The backward pass (built GRADIENTS): causal attention with a learned bias per distance and
+// head, bias (R = 16, H), q, k, v (H = 8, T, Dh = 16). The forward (built WITH_LSE) saves its
+// output and log-sum-exp; from them the fused backward (twice: the same bits) and the generic one
+// compute dq, dk, dv and the table's gradient, each against the double reverse-mode reference
+// (support/reference_gradient.hpp) under the suite's rule with the naive float backward pass as
+// the yardstick.
 void gradients() {
   constexpr index H = 8, Dh = 16, R = 16;
-  for (index T : {1, 13, 40}) {
+  for (index T : {1, 13, 40, 100}) {
     const index n = H * T * Dh;
-    std::vector<float> q = random_values(n, 41), k = random_values(n, 42), v = random_values(n, 43), bias = random_values(R * H, 44),
-                       dy = random_values(n, 45), dq(n, -7.0f), dk(n, -7.0f), dv(n, -7.0f), dbias(R * H, -7.0f);
-    // What the forward saved: taken by the signature, read only by a fused backward (CPU targets).
-    std::vector<float> saved_output(n), saved_lse(H * T);
+    const std::vector<float> q = random_values(n, 41), k = random_values(n, 42), v = random_values(n, 43),
+                             bias = random_values(R * H, 44), dy = random_values(n, 45);
+    std::vector<float> saved_output(static_cast<std::size_t>(n), -7.0f), saved_lse(static_cast<std::size_t>(H * T), -7.0f);
+    const std::string at = " T=" + std::to_string(T);
+    auto in = [](const std::vector<float>& t, std::initializer_list<index> shape) {
+      return kernel_buffer(const_cast<float*>(t.data()), shape);  // read only by the kernels
+    };
     int rc = 0;
     {
-      kernel_buffer qb(q.data(), {1, H, T, Dh}), kb(k.data(), {1, H, T, Dh}), vb(v.data(), {1, H, T, Dh}), bb(bias.data(), {R, H}),
-          yb(dy.data(), {1, H, T, Dh}), ob(saved_output.data(), {1, H, T, Dh}), lb(saved_lse.data(), {1, H, T}),
-          dqb(dq.data(), {1, H, T, Dh}), dkb(dk.data(), {1, H, T, Dh}), dvb(dv.data(), {1, H, T, Dh}), dbb(dbias.data(), {R, H});
-      rc = run([&] { return gpu::gradients(qb, kb, vb, bb, yb, ob, lb, dqb, dkb, dvb, dbb); }, {&dqb, &dkb, &dvb, &dbb});
+      kernel_buffer qb = in(q, {1, H, T, Dh}), kb = in(k, {1, H, T, Dh}), vb = in(v, {1, H, T, Dh}), bb = in(bias, {R, H}),
+                    ob(saved_output.data(), {1, H, T, Dh}), lb(saved_lse.data(), {1, H, T});
+      rc = run([&] { return gpu::relative_bias(qb, kb, vb, bb, ob, lb); }, {&ob, &lb});
     }
-    const std::string what = "gradients T=" + std::to_string(T);
-    if (rc != 0) return check(false, what + ": kernel returned " + std::to_string(rc) + " " + last_error);
+    if (rc != 0) {
+      check(false, "forward" + at + ": kernel returned " + std::to_string(rc) + " " + last_error);
+      continue;
+    }
+    using gradients_kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*,
+                                     halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*,
+                                     halide_buffer_t*);
+    // dq, dk, dv, dbias; empty where the kernel failed.
+    auto backward = [&](gradients_kernel kernel, const std::string& what) {
+      std::vector<std::vector<float>> d{std::vector<float>(static_cast<std::size_t>(n), -7.0f), std::vector<float>(static_cast<std::size_t>(n), -7.0f),
+                                        std::vector<float>(static_cast<std::size_t>(n), -7.0f), std::vector<float>(R * H, -7.0f)};
+      kernel_buffer qb = in(q, {1, H, T, Dh}), kb = in(k, {1, H, T, Dh}), vb = in(v, {1, H, T, Dh}), bb = in(bias, {R, H}),
+                    yb = in(dy, {1, H, T, Dh}), ob = in(saved_output, {1, H, T, Dh}), lb = in(saved_lse, {1, H, T}),
+                    dqb(d[0].data(), {1, H, T, Dh}), dkb(d[1].data(), {1, H, T, Dh}), dvb(d[2].data(), {1, H, T, Dh}), dbb(d[3].data(), {R, H});
+      const int code = run([&] { return kernel(qb, kb, vb, bb, yb, ob, lb, dqb, dkb, dvb, dbb); }, {&dqb, &dkb, &dvb, &dbb});
+      if (code != 0) {
+        check(false, what + at + ": kernel returned " + std::to_string(code) + " " + last_error);
+        d.clear();
+      }
+      return d;
+    };
     // The heads stacked along the rows: (H·T, Dh); the bias (R, H).
-    auto attention = [&](const auto& in) {
-      using Acc = std::decay_t<decltype(in[0].a[0])>;
+    auto attention = [&](const auto& x) {
+      using Acc = std::decay_t<decltype(x[0].a[0])>;
       mat<Acc> out(H * T, Dh);
-      auto head_rows = [&](const mat<Acc>& m, index h) {
-        mat<Acc> r(T, Dh);
-        for (index i = 0; i < T * Dh; ++i) r.a[static_cast<std::size_t>(i)] = m.a[static_cast<std::size_t>(h * T * Dh + i)];
-        return r;
-      };
       for (index h = 0; h < H; ++h) {
         const attn::ref::score_mod<Acc> mod = [&](Acc s, index i, index j, index hh) {
-          return s + in[3](std::clamp<index>(i - j, 0, R - 1), hh);
+          return s + x[3](std::clamp<index>(i - j, 0, R - 1), hh);
         };
-        const mat<Acc> o = attn::ref::scaled_dot_product(head_rows(in[0], h), head_rows(in[1], h), head_rows(in[2], h),
+        const mat<Acc> o = attn::ref::scaled_dot_product(head_rows(x[0], h, T), head_rows(x[1], h, T), head_rows(x[2], h, T),
                                                          attn::ref::inv_sqrt(Dh), [](index i, index j, index) { return j <= i; }, mod, h)
                                .output;
         for (index i = 0; i < T * Dh; ++i) out.a[static_cast<std::size_t>(h * T * Dh + i)] = o.a[static_cast<std::size_t>(i)];
@@ -311,12 +437,19 @@ void gradients() {
     const mat<double> d_y = slice<double>(dy, 0, H * T, Dh);
     const auto d = attn::ref::reference_gradients<double>(attention, inputs, d_y);
     const auto f = attn::ref::reference_gradients<float>(attention, inputs, d_y);
-    const std::vector<float>* got[] = {&dq, &dk, &dv, &dbias};
-    const char* names[] = {"dq", "dk", "dv", "dbias"};
-    for (std::size_t g = 0; g < 4; ++g) {
-      const attn::ref::comparison c = attn::ref::compare(got[g]->data(), d[g].size(), d[g], f[g]);
-      check(c.ok, what + ", " + names[g] + ": " + c.describe());
-    }
+    auto compare = [&](const std::vector<std::vector<float>>& got, const std::string& what) {
+      if (got.empty()) return;
+      const char* names[] = {"dq", "dk", "dv", "dbias"};
+      for (std::size_t g = 0; g < 4; ++g) {
+        const attn::ref::comparison c = attn::ref::compare(got[g].data(), d[g].size(), d[g], f[g]);
+        check(c.ok, what + at + ", " + names[g] + ": " + c.describe());
+      }
+    };
+    const auto fused = backward(gpu::gradients, "fused gradients");
+    compare(fused, "fused gradients");
+    if (const auto again = backward(gpu::gradients, "fused gradients again"); !fused.empty() && !again.empty())
+      check(again == fused, "fused gradients" + at + ": the same bits on a second call");
+    compare(backward(gpu::gradients_generic, "generic gradients"), "generic gradients");
   }
 }
 
@@ -362,7 +495,8 @@ int main(int argc, char** argv) {
   const test_case cases[] = {{"full", full},       {"causal", causal},   {"sliding_window", sliding_window},
                              {"alibi", alibi},     {"softcap", softcap}, {"sigmoid", sigmoid}, {"generic", generic},
                              {"multi_head", multi_head}, {"generic_with_weights", generic_with_weights},
-                             {"shared_memory", shared_memory}, {"register_tiles", register_tiles}, {"gradients", gradients}};
+                             {"shared_memory", shared_memory}, {"register_tiles", register_tiles}, {"gradients", gradients},
+                             {"fused_gradients", fused_gradients}};
   const std::string_view only = argc > 1 ? argv[1] : "";
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
