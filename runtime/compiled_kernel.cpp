@@ -113,7 +113,7 @@ std::unique_ptr<compiled_kernel::impl> compile(const ir::graph& g, const jit_opt
     p->pipeline = k.pipeline;
     p->schedule = k.schedule;
     p->description = detail::describe(g, k.fused, p->schedule, tuned ? "tuned" : o.schedule == "default" ? "default" : "given",
-                                      k.lowered.bf16_dot_products);
+                                      p->lowered.bf16_dot_products);
     for (const auto& param : p->lowered.params) p->arguments.emplace_back(param);
     for (const Halide::Argument& a : p->pipeline.infer_arguments())
       for (int t : g.terminals)

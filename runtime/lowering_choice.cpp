@@ -115,7 +115,8 @@ kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const d
   return k;
 }
 
-std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source, bool bf16_dot_products) {
+std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source,
+                     const gen::bf16_products& bf16_dot_products) {
   // 16-bit tensors and how they are read: converted to float32 as loaded.
   std::string read;
   for (int t : g.terminals)
@@ -137,7 +138,10 @@ std::string describe(const ir::graph& g, bool fused, const std::string& schedule
         note("d_" + std::string(n.name), types[k++]);
   }
   if (!stored.empty()) read += stored + " (rounded as stored)";
-  if (bf16_dot_products) read += " products=bfloat16 dot products (Q·Kᵀ of two bfloat16 tensors, vdpbf16ps)";
+  if (const gen::bf16_products& b = bf16_dot_products; b.scores || b.values) {
+    const std::string which = b.scores && b.values ? "Q·Kᵀ and P·V" : b.scores ? "Q·Kᵀ" : "P·V";
+    read += " products=bfloat16 dot products (" + which + ", vdpbf16ps" + (b.values ? "; P rounded to bfloat16)" : ")");
+  }
   if (!fused) return "path=generic" + read;
   std::string s = "path=fused";
   for (const gen::attention_match& m : gen::find_attention(g)) s += " attention=" + gen::to_string(g, m);

@@ -46,6 +46,7 @@ kernel_pipeline build_pipeline(const ir::graph& g, const jit_options& o, const d
 // and where it came from (default, tuned: a tuning record, given: jit_options::schedule), and the
 // tensors of 16-bit elements with how they are read (bfloat16 dot products where lowered::
 // bf16_dot_products), in one line (compiled_kernel::describe()).
-std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source, bool bf16_dot_products);
+std::string describe(const ir::graph& g, bool fused, const std::string& schedule, const char* source,
+                     const gen::bf16_products& bf16_dot_products);
 
 }  // namespace attn::detail

@@ -50,8 +50,9 @@ import performance_doc
 machine, date = performance_doc.cpu_model(), performance_doc.today()
 performance_doc.write_section("cpu-precision", machine, f"### {machine}, {date}\n\n{performance_doc.provenance(command)}: "
                               f"{threads} threads, batch 1, H = 8; each time the best of its rounds. Prefill kernels are "
-                              f"compiled with N_Q bound, decode kernels take it at the call; bfloat16 Q·Kᵀ: on bfloat16 "
-                              f"dot products (vdpbf16ps) or converted to float32 as loaded (describe()). {peers}\n\n{table}\n")
+                              f"compiled with N_Q bound, decode kernels take it at the call; bfloat16 dot products (vdpbf16ps): "
+                              f"the products on them (P rounded to bfloat16 for P·V), or none, every tensor converted to "
+                              f"float32 as loaded (describe()). {peers}\n\n{table}\n")
 print(f"(written into {performance_doc.DOC})", file=sys.stderr)
 PY
 fi

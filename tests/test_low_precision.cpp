@@ -1,6 +1,7 @@
 // bfloat16 and float16 tensors (input<"k", bf16>(...)): stored 16-bit, read as float32, computed
-// in float32, except Q·Kᵀ of two bfloat16 tensors on a CPU with AVX512-BF16 (bfloat16 dot
-// products: each pair of products exact, summed as an FMA rounds, denormal inputs flushed).
+// in float32, except on a CPU with AVX512-BF16 (bfloat16 dot products: each pair of products
+// exact, summed as an FMA rounds, denormal inputs flushed): Q·Kᵀ of two bfloat16 tensors, and
+// P·V of a bfloat16 V where the result is stored as bfloat16, P then rounded to bfloat16.
 // The output is stored in the float tensors' common type (float32 where they differ), or as
 // output_as<...> says: rounded once, to nearest even, from the float32 result.
 // The rule for their results, written down:
@@ -9,7 +10,8 @@
 //     output's type: the same bits;
 //   - against a float64 reference from the same rounded values its error is at most 4 times that of
 //     a naive float32 implementation (scores, softmax, P·V summed in order) reading the same values,
-//     plus 1e-6 of the output's largest magnitude.
+//     plus 1e-6 of the output's largest magnitude; where the kernel rounds P, the naive one rounds
+//     its weights to bfloat16 before P·V, and both outputs are bfloat16.
 // The conversions themselves round to nearest, ties to even, and keep NaN, infinities and float16's
 // subnormals. A float32 tensor given for a bfloat16 one is a dtype_error naming both.
 // (Kernels built ahead of time: test_aot.)
@@ -99,9 +101,18 @@ void expect_as_float32(const std::string& what, const E16& low, const E32& full,
   BOOST_TEST(same_bits(y16, rounded<Elem>(k32(widened(q), widened(k), widened(v)))), what << " at T = " << n);
 }
 
-// A single-head bfloat16 kernel (T, 32) with a float32 output, kernel_at(T), against the float64
-// reference of the same rounded values: within 4 times the naive float32's error plus 1e-6 of the
-// largest output.
+// The naive float32 output of a kernel that rounds P: the weights rounded to bfloat16 before P·V,
+// the output rounded to bfloat16.
+ref::mat<float> with_rounded_weights(ref::result<float> naive, const ref::mat<float>& v) {
+  for (float& w : naive.weights.a) w = static_cast<float>(bfloat16(w));
+  ref::mat<float> y = ref::matmul(naive.weights, v);
+  for (float& x : y.a) x = static_cast<float>(bfloat16(x));
+  return y;
+}
+
+// A single-head bfloat16 kernel (T, 32), kernel_at(T), against the float64 reference of the same
+// rounded values: within 4 times the naive float32's error plus 1e-6 of the largest output. A
+// bfloat16 output: the kernel rounds P (describe() says so), the naive one its weights.
 template <class Make>
 void expect_within_the_rule(const std::string& what, const Make& kernel_at, const std::vector<std::int64_t>& sizes, const ref::mask_pred& keep,
                             const ref::score_mod<double>& mod64, const ref::score_mod<float>& mod32, std::mt19937& rng) {
@@ -110,11 +121,15 @@ void expect_within_the_rule(const std::string& what, const Make& kernel_at, cons
     const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
                            kb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
                            vb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng));
-    const tensor<float> y = kernel(qb, kb, vb);
+    const auto result = kernel(qb, kb, vb);
+    constexpr bool rounds_p = std::is_same_v<std::remove_cvref_t<decltype(result)>, tensor<bfloat16>>;
+    const tensor<float> y = widened(result);
     const auto exact = ref::scaled_dot_product(ref::item<double>(widened(qb), 0, 2), ref::item<double>(widened(kb), 0, 2),
                                                ref::item<double>(widened(vb), 0, 2), ref::inv_sqrt(32), keep, mod64);
-    const auto naive = ref::scaled_dot_product(ref::item<float>(widened(qb), 0, 2), ref::item<float>(widened(kb), 0, 2),
-                                               ref::item<float>(widened(vb), 0, 2), ref::inv_sqrt(32), keep, mod32);
+    const ref::mat<float> v32 = ref::item<float>(widened(vb), 0, 2);
+    auto naive = ref::scaled_dot_product(ref::item<float>(widened(qb), 0, 2), ref::item<float>(widened(kb), 0, 2), v32,
+                                         ref::inv_sqrt(32), keep, mod32);
+    if (rounds_p) naive.output = with_rounded_weights(naive, v32);
     double err = 0, naive_err = 0, largest = 0;
     for (std::size_t i = 0; i < y.values().size(); ++i) {
       err = std::max(err, std::abs(y.values()[i] - exact.output.a[i]));
@@ -220,9 +235,9 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_build_for_avx512_zen4) {
 }
 
 // Q·Kᵀ on bfloat16 dot products where the CPU has them and the queries are known when compiling
-// to be more than a few (T bound here: 13 queries and more; describe() says so), every mask and
-// modifier family within the rule; elsewhere skipped (bfloat16_dot_products_build_for_avx512_zen4
-// builds them).
+// to be more than a few (T bound here: 13 queries and more; describe() says so), P·V too where the
+// output is bfloat16, every mask and modifier family within the rule; elsewhere skipped
+// (bfloat16_dot_products_build_for_avx512_zen4 builds them).
 BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them) {
   if (!has_bf16_dot_products(Halide::get_host_target())) {
     BOOST_TEST_MESSAGE("skipped: this CPU has no AVX512-BF16");
@@ -232,34 +247,49 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them) {
   constexpr auto D = dim<"D", 32>;
   const auto s = scaled_scores(input<"q", bf16>(T, D), input<"k", bf16>(T, D));
   constexpr auto v32 = input<"v", bf16>(T, D);
-  const auto bound = [](const auto& e) {
+  // T bound to n; a float32 output: Q·Kᵀ on the dot products, P·V in float32; a bfloat16 one: both.
+  const auto float32_output = [](const auto& e) {
     return [e](std::int64_t n) {
       auto kernel = attn::jit(output_as<f32>(e), {.bind = {{"T", n}}});
-      BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products") != std::string::npos, kernel.compiled().describe());
+      BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products (Q·Kᵀ,") != std::string::npos, kernel.compiled().describe());
       return kernel;
     };
   };
-  const std::vector<std::int64_t> sizes{13, 33, 257, 1000};
+  const auto bfloat16_output = [](const auto& e) {
+    return [e](std::int64_t n) {
+      auto kernel = attn::jit(e, {.bind = {{"T", n}}});
+      BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products (Q·Kᵀ and P·V,") != std::string::npos,
+                 kernel.compiled().describe());
+      return kernel;
+    };
+  };
+  const std::vector<std::int64_t> sizes{13, 33, 256, 257, 1000};  // 256: whole partial tiles, on pairs
   const auto causal_keep = [](ref::index i, ref::index j, ref::index) { return j <= i; };
   const auto window_keep = [](ref::index i, ref::index j, ref::index) { return j <= i && i - j < 5; };
   const auto cap = [](auto x, ref::index, ref::index, ref::index) { return 20 * std::tanh(x / 20); };
   const auto slope = [](auto x, ref::index i, ref::index j, ref::index) { return x - 0.25f * static_cast<float>(i - j); };
-  expect_within_the_rule("causal", bound(combine(softmax(causal(s)), v32)), sizes, causal_keep, {}, {}, rng);
-  expect_within_the_rule("full", bound(combine(softmax(s), v32)), {33, 1000}, {}, {}, {}, rng);
-  expect_within_the_rule("sliding window 5 + softcap", bound(combine(softmax(sliding_window(softcap(s, 20.0f), 5)), v32)), sizes,
-                         window_keep, cap, cap, rng);
-  expect_within_the_rule("linear bias + causal", bound(combine(softmax(causal(modify(s, score - 0.25f * (q_idx - kv_idx)))), v32)),
-                         {33, 257}, causal_keep, slope, slope, rng);
+  const auto every_family = [&](const auto& bound) {
+    expect_within_the_rule("causal", bound(combine(softmax(causal(s)), v32)), sizes, causal_keep, {}, {}, rng);
+    expect_within_the_rule("full", bound(combine(softmax(s), v32)), {33, 1000}, {}, {}, {}, rng);
+    expect_within_the_rule("sliding window 5 + softcap", bound(combine(softmax(sliding_window(softcap(s, 20.0f), 5)), v32)), sizes,
+                           window_keep, cap, cap, rng);
+    expect_within_the_rule("linear bias + causal", bound(combine(softmax(causal(modify(s, score - 0.25f * (q_idx - kv_idx)))), v32)),
+                           {33, 257}, causal_keep, slope, slope, rng);
+  };
+  every_family(float32_output);
+  every_family(bfloat16_output);
   // A query runtime-sized: its few-query version reads K converted, one kernel for every size.
   BOOST_TEST(attn::jit(combine(softmax(causal(s)), v32)).compiled().describe().find("products=") == std::string::npos);
 
-  // NaN in keys behind key padding (a length of 0 included) reaches nothing.
+  // NaN in keys and values behind key padding (a length of 0 included) reaches nothing; full key
+  // tiles of 32 (P·V on pairs) beside partial ones of 16 (guarded).
   constexpr auto NQ = dim<"NQ">;
   constexpr auto NK = dim<"NK">;
   const auto padded = attn::jit(combine(softmax(key_padding(scaled_scores(input<"q", bf16>(NQ, Dh), input<"k", bf16>(NK, Dh)), lengths<"len">)),
                                         input<"v", bf16>(NK, Dh)),
-                                {.bind = {{"NQ", 20}}});
-  BOOST_TEST(padded.compiled().describe().find("products=bfloat16 dot products") != std::string::npos);
+                                {.bind = {{"NQ", 20}}, .schedule = "kv_tile=32 partial_tile=16"});
+  BOOST_TEST(padded.compiled().describe().find("products=bfloat16 dot products (Q·Kᵀ and P·V,") != std::string::npos,
+             padded.compiled().describe());
   const tensor<bfloat16> q = rounded<bfloat16>(ref::random_tensor({3, 20, 16}, rng));
   tensor<bfloat16> k = rounded<bfloat16>(ref::random_tensor({3, 40, 16}, rng)), v = rounded<bfloat16>(ref::random_tensor({3, 40, 16}, rng));
   tensor<std::int32_t> len({3});

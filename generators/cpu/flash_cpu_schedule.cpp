@@ -143,18 +143,41 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   auto bound_tile = [&](Func per_tile, int rows) {
     if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1).bound_storage(f.qi, rows);
   };
-  for (Func per_tile : {step.score, step.prob, step.max, step.sum, step.pv}) bound_tile(per_tile, block_rows);
+  if (step.rounded_prob.defined()) step.rounded_prob.compute_at(at).vectorize(f.kvi, v, TailStrategy::GuardWithIf);
+  for (Func per_tile : {step.score, step.prob, step.rounded_prob, step.max, step.sum, step.pv}) bound_tile(per_tile, block_rows);
   for (Func lanes : {step.max_lanes, step.sum_lanes}) bound_tile(lanes, 1);
   // P·V: dv in registers (pv_tile_vectors: all of V's row where it fits) × pv_rows rows, keys outside.
   const int pv_rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
   const int dv_vectors = pv_tile_vectors(s, f.dv_known);
-  step.pv.compute_at(at).vectorize(f.dv, v, TailStrategy::GuardWithIf);
-  Stage pv = step.pv.update();
-  if (s.pv_keys > 0 && s.pv_keys < step.tile) {
+  step.pv.compute_at(at);
+  if (step.paired_pv.defined()) {
+    // On bfloat16 pairs of keys (flash_step::key_pairs), per register tile of pv: the pairs outside
+    // it, each pair's two innermost, vectorised with V's columns (vdpbf16ps). Computed at pv's own
+    // loops, where the tile's indices are points: at the state's, its storage index carried the
+    // key tile's bounds (lets Halide's atomic vectorisation cannot match: scalar code, 10x slower).
+    // V's rows of a tile are half as many bytes: no key blocks (pv_keys). The guarded float32 P·V
+    // of a partial tile alike, in pv's version for a V with a NaN or inf, the paired one skipped there.
+    const Var blocks = register_tile(step.pv, f.dv, f.qi, {}, v, dv_vectors, pv_rows);
+    for (Func product : {step.paired_pv, step.guarded_pv}) {
+      if (!product.defined()) continue;
+      product.compute_at(step.pv, blocks).bound_storage(f.dv, v * dv_vectors).bound_storage(f.qi, pv_rows);
+      for (const Var& point : {f.t, f.qt}) product.bound_storage(point, 1);
+      register_tile(product, f.dv, f.qi, {}, v, dv_vectors, pv_rows);
+    }
+    Stage pairs = step.paired_pv.update();
+    register_tile(pairs, f.dv, f.qi, {step.key_pairs.y}, v, dv_vectors, pv_rows);
+    pairs.atomic().vectorize(step.key_pairs.x);
+    if (step.guarded_pv.defined()) {
+      register_tile(step.guarded_pv.update(), f.dv, f.qi, {step.keys.x}, v, dv_vectors, pv_rows);
+      step.pv.specialize(step.pairs_fit);
+    }
+  } else if (s.pv_keys > 0 && s.pv_keys < step.tile) {
     // Keys in blocks whose rows of V stay in L1 while every register tile of rows uses them.
     RVar ko("pv_ko"), ki("pv_ki");
     Var dvo, dvi, dvv, qo, qi;
-    pv.split(step.keys.x, ko, ki, s.pv_keys)
+    step.pv.vectorize(f.dv, v, TailStrategy::GuardWithIf);
+    step.pv.update()
+        .split(step.keys.x, ko, ki, s.pv_keys)
         .split(f.dv, dvo, dvi, v * dv_vectors, TailStrategy::GuardWithIf)
         .split(dvi, dvi, dvv, v, TailStrategy::GuardWithIf)
         .split(f.qi, qo, qi, pv_rows, TailStrategy::GuardWithIf)
@@ -163,16 +186,19 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
         .unroll(dvi)
         .unroll(qi);
   } else {
-    register_tile(pv, f.dv, f.qi, {step.keys.x}, v, dv_vectors, pv_rows);
+    step.pv.vectorize(f.dv, v, TailStrategy::GuardWithIf);
+    register_tile(step.pv.update(), f.dv, f.qi, {step.keys.x}, v, dv_vectors, pv_rows);
   }
   // Partial tiles where V is finite: the plain FMA (1.4x faster for a sliding window of 256), with
   // the schedule above (a specialisation copies it).
-  if (&step == &f.partial && f.values_finite.defined()) step.pv.update().specialize(f.values_finite());
+  if (&step == &f.partial && f.values_finite.defined() && !step.paired_pv.defined()) step.pv.update().specialize(f.values_finite());
   // No loop partitioning in a step: its guarded tails nest (register tiles in row blocks in key
   // tiles), and Halide's partitioning of them grows without bound (sliding windows with vectors of
   // 4 at Dh = 64 compile for tens of minutes with it, in seconds without); the default schedules
   // run as fast without it.
-  for (Func g : {step.score, step.prob, step.max, step.sum, step.pv, step.max_lanes, step.sum_lanes}) never_partition(g);
+  for (Func g : {step.score, step.prob, step.rounded_prob, step.max, step.sum, step.pv, step.paired_pv, step.guarded_pv,
+                 step.max_lanes, step.sum_lanes})
+    never_partition(g);
   for (stage& pw : step.pairwise) never_partition(pw.func);
   u.never_partition_all();
 }

@@ -284,17 +284,53 @@ class builder {
   // P·V of one tile, P the probabilities (or softmax-free weights). In partial tiles a masked
   // key's value is never multiplied (0·NaN would be NaN).
   void define_pv(flash_step& st, const std::string& kind, const Func& weights, bool partial) {
+    st.pv = Func(kind + "_pv");
+    if (!on_pairs(partial)) return define_float_pv(st, st.pv, weights, partial);
+    define_paired_pv(st, kind, weights);
+    const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
+    if (!partial) {
+      st.pv(pv_at) = st.paired_pv(pv_at);
+      return;
+    }
+    // A masked key weighs exactly 0: times a finite value, 0 on the pairs too; otherwise guarded.
+    st.guarded_pv = Func(kind + "_guarded_pv");
+    define_float_pv(st, st.guarded_pv, weights, partial);
+    st.pairs_fit = f_.values_finite() && p_.nk % st.tile == 0;
+    st.pv(pv_at) = select(st.pairs_fit, st.paired_pv(pv_at), st.guarded_pv(pv_at));
+  }
+
+  void define_float_pv(const flash_step& st, Func& pv, const Func& weights, bool partial) {
     const Expr p = weights(tile_args({st.keys.x}, f_.t));
     const Expr value = p_.value(lead_row_major(), read_key(st, partial, first_key(st, partial) + st.keys.x), f_.dv, !partial);
-    st.pv = Func(kind + "_pv");
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
-    st.pv(pv_at) = 0.0f;
+    pv(pv_at) = 0.0f;
     if (partial) {
       const Expr finite = f_.values_finite.defined() ? Expr(f_.values_finite()) : Internal::const_false();
-      st.pv(pv_at) = accumulate_weighted(st.pv(pv_at), p, value, finite);
+      pv(pv_at) = accumulate_weighted(pv(pv_at), p, value, finite);
     } else {
-      st.pv(pv_at) += p * value;
+      pv(pv_at) += p * value;
     }
+  }
+
+  // P·V on bfloat16 pairs of keys (flash_problem::value_pairs): full tiles, and partial ones where
+  // V's finiteness is checked (values_finite; flash_step::pairs_fit). A tile on pairs starts at an
+  // even key: its origin a whole vector, its size a multiple of one, and no partial tile moved back
+  // to end at the last key (the keys a whole number of them).
+  bool on_pairs(bool partial) const {
+    return p_.normalised && p_.value_pairs && (!partial || f_.values_finite.defined());
+  }
+
+  // P rounded to bfloat16 once per tile, times V's pairs.
+  void define_paired_pv(flash_step& st, const std::string& kind, const Func& prob) {
+    st.rounded_prob = Func(kind + "_rounded_prob");
+    st.rounded_prob(tile_args({f_.kvi}, f_.t)) = cast(BFloat(16), prob(tile_args({f_.kvi}, f_.t)));
+    st.key_pairs = RDom({{0, 2}, {0, st.tile / 2}}, kind + "_key_pairs");
+    const Expr pair = own_first_key(st) / 2 + st.key_pairs.y;
+    const Expr p = st.rounded_prob(tile_args({2 * st.key_pairs.y + st.key_pairs.x}, f_.t));
+    st.paired_pv = Func(kind + "_paired_pv");
+    const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
+    st.paired_pv(pv_at) = 0.0f;
+    st.paired_pv(pv_at) += cast<float>(p) * cast<float>(p_.value_pairs(lead_row_major(), pair, f_.dv, st.key_pairs.x));
   }
 
   // state <- state ⊕ tile t: rescale both sides to the larger max (one exp: one factor is 1).

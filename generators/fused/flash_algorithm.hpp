@@ -66,6 +66,12 @@ struct flash_problem {
   // V at (lead..., kv, d); `inside`: kv is known to lie inside the keys, read without a clamp.
   std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& kv, const Halide::Expr& d, bool inside)>
       value;
+  // Optional: V in bfloat16 pairs of keys, V(lead..., 2·pair + j, d) at (lead..., pair, d, j). Given
+  // (a CPU with bfloat16 dot products, V bfloat16, the result stored as bfloat16), full key tiles
+  // round P to bfloat16 and run P·V on bfloat16 dot products, a pair of keys per product; the
+  // running sum adds the unrounded P, partial tiles keep the float32 P·V that guards masked keys.
+  std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& pair, const Halide::Expr& d, const Halide::Expr& j)>
+      value_pairs;
 };
 
 // One kind of key tile: the update of the state that folds it in, and the Funcs computed per tile.
@@ -75,7 +81,15 @@ struct flash_step {
   int update = 0;  // the state's update index
   std::vector<stage> pairwise;
   Halide::Func score, max_lanes, max, prob, sum_lanes, sum, pv;  // softmax-free: score (the weights) and pv only
-  Halide::RDom lanes, in_lane, keys;  // reductions: across lanes (the sum; the max is a tree), along a lane, over a tile's keys
+  // With flash_problem::value_pairs: P as bfloat16 and its product with V on pairs of keys, which
+  // pv reads (Funcs of their own, so that a schedule can compute them per register tile of pv);
+  // partial tiles: pv selects it where pairs_fit, else guarded_pv, the float32 P·V that never
+  // multiplies a masked key's value.
+  Halide::Func rounded_prob, paired_pv, guarded_pv;
+  Halide::Expr pairs_fit;  // partial tiles: () where pv reads paired_pv (V finite, the keys whole tiles)
+  // Reductions: across lanes (the sum; the max is a tree), along a lane, over a tile's keys (P·V),
+  // over its pairs of keys (x a pair's two, y the pairs: paired_pv).
+  Halide::RDom lanes, in_lane, keys, key_pairs;
 };
 
 struct flash_funcs {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <tuple>
+#include "dsl/gradient.hpp"
 #include "generators/fused/flash_algorithm.hpp"
 #include "generators/lowering/generic_lowering.hpp"
 #include "generators/lowering/nonfinite.hpp"
@@ -87,6 +88,26 @@ Expr fused_value(generic_lowering& rules, lowering_state& s, const attention_mat
   return v;
 }
 
+// Is the attention's result (its combine) one of the graph's results, stored as bfloat16?
+bool stored_as_bf16(const ir::graph& g, int combine) {
+  const std::vector<int> outputs = g.outputs();
+  const std::vector<ir::element> types = ir::result_types(g);
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    if (outputs[k] == combine && types[k] == ir::element::bf16) return true;
+  return false;
+}
+
+// P·V on bfloat16 dot products (flash_problem::value_pairs): V a bfloat16 tensor and the result
+// stored as bfloat16, which rounds it as much as rounding P does (PyTorch's CPU and FlashAttention's
+// bfloat16 kernels round P alike), and many queries known when compiling: decoding reads V once,
+// where a copy in pairs would read it twice (as for Q·Kᵀ: generic_lowering::runs_paired).
+bool pairs_values(const lowering_state& s, const attention_match& m, const flash_problem& p) {
+  const ir::node& v = s.g.at(m.values);
+  return s.options.bf16_dot_products && !s.options.gpu && p.normalised && s.options.tiles.vector % 2 == 0 &&
+         is_const_zero(p.few_queries) && (v.kind == ir::op::input || v.kind == ir::op::weight) && v.type == ir::element::bf16 &&
+         v.shape.size() >= 2 && stored_as_bf16(s.g, m.combine);
+}
+
 }  // namespace
 
 Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_match& m) {
@@ -124,6 +145,15 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   if (!gpu) {
     p.few_rows = std::min(2 * t.q_unroll, t.q_tile);
     p.few_queries = s.tile.few_queries = simplify(p.nq <= p.few_rows);
+  }
+  if (pairs_values(s, m, p)) {
+    p.value_pairs = [&rules, &s, m](const std::vector<Expr>& lead, const Expr& pair, const Expr& d, const Expr& j) {
+      const ir::node& v = s.g.at(m.values);
+      std::vector<Expr> idx = lead_index(v.shape, lead);
+      idx.insert(idx.end(), {pair, d, j});
+      return rules.pairs_of(m.values, v.shape.size() - 2)(halide_args(idx, s.batch, v.batched));
+    };
+    s.out.bf16_dot_products.values = true;
   }
   // GPU register tiles: the state packed with a lane per thread across V, its columns adjacent.
   const bool gpu_lanes = gpu && gpu->shared == flash_gpu_variant::register_tiles;

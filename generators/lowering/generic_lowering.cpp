@@ -340,31 +340,35 @@ RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const s
   ib.push_back(key_of_tile(s_, n, idx.back()));
   ib.push_back(r.x);
   const Expr x = s_.params.at(left)(s_.args_of(a, clamped_to_tensor(s_, left, ia)));
-  const Expr y = pairs_of(right)(halide_args(ib, s_.batch, b.batched));
+  const Expr y = pairs_of(right, b.shape.size() - 1)(halide_args(ib, s_.batch, b.batched));
   f(s_.args_of(n, idx)) = 0.0f;
   f(s_.args_of(n, idx)) += cast<float>(x) * cast<float>(y);
-  s_.out.bf16_dot_products = true;
+  s_.out.bf16_dot_products.scores = true;
   return r;
 }
 
-// The bfloat16 tensor t (.., N, K) as (.., K/2, N, 2): each row's pairs of the contracted dim,
-// the rows of a pair index side by side. Computed once per call, like Kᵀ.
-Func generic_lowering::pairs_of(int t) {
-  if (auto it = s_.pairs.find(t); it != s_.pairs.end()) return it->second;
+// The bfloat16 tensor t with the pairs of its dim `paired` (row-major; the last or the one before)
+// side by side: (.., N, K) paired along K as (.., K/2, N, 2), along N as (.., N/2, K, 2). Computed
+// once per call, like Kᵀ.
+Func generic_lowering::pairs_of(int t, std::size_t paired) {
+  if (auto it = s_.pairs.find({t, paired}); it != s_.pairs.end()) return it->second;
   const ir::node& n = s_.g.at(t);
-  std::vector<Var> vars;  // row-major: lead..., pair index, row, pair
-  for (std::size_t k = 0; k + 2 < n.shape.size(); ++k) vars.emplace_back("pairs_lead" + std::to_string(k));
+  const std::size_t rank = n.shape.size();
+  if (rank < 2 || paired + 2 < rank) throw std::logic_error("pairs_of: pairs of a matrix's last two dims only");
+  std::vector<Var> vars;  // row-major: lead..., pair index, the other dim, pair
+  for (std::size_t k = 0; k + 2 < rank; ++k) vars.emplace_back("pairs_lead" + std::to_string(k));
   vars.emplace_back("pair_index");
   vars.emplace_back("pairs_row");
   vars.emplace_back("pair");
   Func f(BFloat(16), static_cast<int>(vars.size()) + (n.batched ? 1 : 0), "pairs" + std::to_string(s_.count++));
   const std::vector<Expr> at = as_exprs(vars);
   std::vector<Expr> element(at.begin(), at.end() - 3);
-  element.push_back(at[at.size() - 2]);
-  element.push_back(2 * at[at.size() - 3] + at.back());
+  const Expr in_pairs = 2 * at[rank - 2] + at.back(), other = at[rank - 1];
+  element.push_back(paired + 1 == rank ? other : in_pairs);
+  element.push_back(paired + 1 == rank ? in_pairs : other);
   f(halide_args(at, s_.batch, n.batched)) = s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, element)));
   s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::pairs, {}, {}, {}, {}, {}, {}});
-  s_.pairs.emplace(t, f);
+  s_.pairs.emplace(std::pair{t, paired}, f);
   return f;
 }
 

@@ -32,13 +32,15 @@ class generic_lowering {
   Halide::Expr kept_by_chain(const attention_match& m, const std::vector<Halide::Expr>& idx);
   // () true when every element of node i is finite (a weighted product's check of its right operand).
   Halide::Func all_finite(int i);
+  // A bfloat16 tensor in pairs of its row-major dim `paired` (one of its last two): pairs_of in
+  // generic_lowering.cpp.
+  Halide::Func pairs_of(int tensor, std::size_t paired);
 
  private:
   bool reads_float_data(int i) const;
   std::vector<Halide::Expr> past_the_end_clamped(const ir::node& n, std::vector<Halide::Expr> idx) const;
   bool runs_paired(const ir::node& n) const;
   Halide::RDom define_paired_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
-  Halide::Func pairs_of(int tensor);
   bool uses_score(int i) const;
   Halide::Expr divided(const ir::node& n, const Halide::Expr& x, const Halide::Expr& y) const;
   void define_transpose(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);

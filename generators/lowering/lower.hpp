@@ -21,6 +21,12 @@
 
 namespace attn::gen {
 
+// Which fused products run on bfloat16 dot products (lowering_options::bf16_dot_products).
+struct bf16_products {
+  bool scores = false;  // Q·Kᵀ
+  bool values = false;  // P·V, P rounded to bfloat16
+};
+
 struct lowered {
   std::vector<Halide::ImageParam> params;  // one per terminal, in call order, each with a batch dim
   Halide::Func output;                     // args: innermost first, then batch (if batched)
@@ -44,7 +50,7 @@ struct lowered {
   // Backwards of attentions lowered to the fused backward (fused_backward.hpp), in a gradient graph.
   std::vector<backward_funcs> backward;
   flash_schedule tiles{};  // the fused pipeline's schedule, as lower_and_schedule chose it
-  bool bf16_dot_products = false;  // some product runs on bfloat16 dot products (lowering_options)
+  bf16_products bf16_dot_products;
   std::optional<flash_gpu_schedule> gpu;  // for a GPU target: its fused schedule (tiles unused)
 };
 

@@ -51,7 +51,7 @@ struct lowering_state {
   std::set<int> lse_of;                         // fused attentions (by combine) whose log-sum-exp a fused backward reads
   std::map<int, Halide::ImageParam> params;     // by terminal node
   std::map<int, Halide::Func> funcs;            // by node: the materialised ones, computed once
-  std::map<int, Halide::Func> pairs;            // by bfloat16 tensor: its copy in pairs (generic_lowering::pairs_of)
+  std::map<std::pair<int, std::size_t>, Halide::Func> pairs;  // by bfloat16 tensor and paired dim: its copy in pairs (generic_lowering::pairs_of)
   Halide::Var batch{"batch"};
   int count = 0;  // numbers the Funcs: names are unique in a pipeline
   lowered out;
