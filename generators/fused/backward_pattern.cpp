@@ -137,7 +137,7 @@ bool gpu_covers(const ir::graph& g, const backward_match& m, const std::map<std:
   return std::ranges::all_of(m.exits,
                              [&](const pair_exit& e) {
                                const std::vector<ir::dim>& shape = g.at(e.node).shape;
-                               return known(e.other_left ? shape[shape.size() - 2] : shape.back());
+                               return known(shape[e.width_axis(shape.size())]);
                              }) &&
          std::ranges::all_of(m.reductions, [](const pair_reduction& r) { return r.cells <= gpu_reduction_cells; });
 }

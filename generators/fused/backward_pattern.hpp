@@ -29,6 +29,8 @@ struct pair_exit {
   // (.., Nk, D), or other·pair (.., D, Nk) with other_left.
   bool rows = false;
   bool other_left = false;
+  // The product's width D: its row-major dim (of `rank`) that is neither queries nor keys.
+  std::size_t width_axis(std::size_t rank) const { return other_left ? rank - 2 : rank - 1; }
 };
 
 struct pair_reduction {

@@ -19,8 +19,8 @@ namespace {
 
 int exit_width(const lowering_state& s, const pair_exit& e) {
   const ir::node& exit = s.g.at(e.node);
-  const std::vector<std::int64_t> extents = s.static_extents(exit);  // Halide order
-  return static_cast<int>(e.other_left ? extents[1] : extents[0]);
+  const std::vector<std::int64_t> extents = s.static_extents(exit);  // Halide order: row-major reversed
+  return static_cast<int>(extents[exit.shape.size() - 1 - e.width_axis(exit.shape.size())]);
 }
 
 class builder {
