@@ -1,6 +1,6 @@
-"""The GPU table from scripts/gpu_bench.sh's CSV: per case, attnforge's default GPU schedule, its
+"""The GPU tables from scripts/gpu_bench.sh's CSV: per case, attnforge's default GPU schedule, its
 best schedule of those timed, SDPA and FlexAttention, in TFLOP/s and as a fraction of the measured
-fp32 FMA peak, and the ratios.
+fp32 FMA peak, and the ratios; then the default schedule's backward against its forward.
   python3 bench/gpu/gpu_table.py GPU_BENCH.csv [--docs docs/performance.md]
       [--date D] [--gpu NAME] [--driver V] [--commit C] [--command CMD] [--fma-peak-tflops P] [--note TEXT]
 The CSV's '# key: value' lines (date, gpu, driver, commit, command, fma_peak_tflops, written by gpu_bench.sh) name the run;
@@ -21,9 +21,9 @@ KEYS = ("date", "gpu", "driver", "commit", "command", "fma_peak_tflops")  # what
 
 
 def read_run(path):
-    """({(mask, T, Dh): {schedule or peer: (TFLOP/s, fraction of peak)}}, {key: value} of '# key: value'
-    lines, the peers' torch version)."""
-    cases, about, torch = collections.defaultdict(dict), {}, None
+    """({(mask, T, Dh): {schedule or peer: (TFLOP/s, fraction of peak, ms)}}, {key: value} of '# key: value'
+    lines, the peers' torch version, {(mask, T, Dh): the backward's (TFLOP/s, fraction of peak, ms)})."""
+    cases, about, torch, backward = collections.defaultdict(dict), {}, None, {}
     with open(path) as f:
         for line in f:
             if line.startswith("#") and ":" in line:
@@ -31,22 +31,32 @@ def read_run(path):
                 about[key.strip()] = value.strip()
                 continue
             row = next(csv.reader([line]))
-            if len(row) != 9 or row[0] not in ("attnforge", "sdpa", "flex"):
+            if len(row) != 9 or row[0] not in ("attnforge", "attnforge-backward", "sdpa", "flex"):
                 continue
-            impl, schedule, mask, t, dh, _ms, gflops, peak, _err = row
+            impl, schedule, mask, t, dh, ms, gflops, peak, _err = row
+            measured = (float(gflops) / 1e3, float(peak), float(ms))
+            if impl == "attnforge-backward":
+                backward[(mask, int(t), int(dh))] = measured
+                continue
             if impl != "attnforge":
                 torch = schedule.removeprefix("torch ")
             name = schedule if impl == "attnforge" else impl
-            cases[(mask, int(t), int(dh))][name] = (float(gflops) / 1e3, float(peak))
-    return cases, about, torch
+            cases[(mask, int(t), int(dh))][name] = measured
+    return cases, about, torch, backward
+
+
+ORDER = ["full", "causal", "alibi", "softcap", "window"]  # bench/gpu/kernels.cpp's masks
+
+
+def in_order(keys):
+    return sorted(keys, key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else len(ORDER), k[0], k[1], k[2]))
 
 
 def table(cases):
     lines = ["| mask | T | Dh | attnforge default: TFLOP/s (of peak) | best attnforge schedule: TFLOP/s | "
              "SDPA: TFLOP/s (of peak) | FlexAttention: TFLOP/s | default / SDPA | default / Flex |",
              "|---|---|---|---|---|---|---|---|---|"]
-    order = ["full", "causal", "alibi", "softcap", "window"]  # bench/gpu/kernels.cpp's masks
-    for key in sorted(cases, key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0], k[1], k[2])):
+    for key in in_order(cases):
         c = cases[key]
         if not {"default", "flex"} <= c.keys():
             continue
@@ -60,6 +70,22 @@ def table(cases):
     return "\n".join(lines) + "\n"
 
 
+def backward_table(cases, backward):
+    """The default schedule's backward (d_q, d_k, d_v from the saved output and log-sum-exp) beside its forward."""
+    if not backward:
+        return ""
+    lines = ["| mask | T | Dh | forward ms | backward ms | backward / forward | backward TFLOP/s (of peak) |",
+             "|---|---|---|---|---|---|---|"]
+    for key in in_order(backward):
+        b = backward[key]
+        f = cases.get(key, {}).get("default")
+        forward = f"{f[2]:.3f}" if f else "(not run)"
+        ratio = f"{b[2] / f[2]:.2f}" if f else "–"
+        lines.append(f"| {MASK_NAMES.get(key[0], key[0])} | {key[1]} | {key[2]} | {forward} | {b[2]:.3f} | {ratio} | "
+                     f"{b[0]:.2f} ({b[1]:.1%}) |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="scripts/gpu_bench.sh's output")
@@ -68,10 +94,13 @@ def main():
         ap.add_argument(f"--{key.replace('_', '-')}", dest=key, help=f"the run's {key} (default: the CSV's '# {key}:' line)")
     ap.add_argument("--note", help="a paragraph written below the table (what a reader must know about this run)")
     args = ap.parse_args()
-    cases, about, torch = read_run(args.csv)
+    cases, about, torch, backward = read_run(args.csv)
     for key in KEYS:
         about[key] = getattr(args, key) or about.get(key, "unknown")
     text = table(cases)
+    if backward:
+        text += ("\nThe backward (d_q, d_k, d_v from the output and log-sum-exp its forward saved; FLOPs 2.5 times the "
+                 "forward's) with the default schedule:\n\n" + backward_table(cases, backward))
     print(text, end="")
     if args.docs:
         driver = f" (driver {about['driver']})" if about["driver"] != "unknown" else ""
