@@ -67,9 +67,10 @@ struct flash_problem {
   std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& kv, const Halide::Expr& d, bool inside)>
       value;
   // Optional: V in bfloat16 pairs of keys, V(lead..., 2·pair + j, d) at (lead..., pair, d, j). Given
-  // (a CPU with bfloat16 dot products, V bfloat16, the result stored as bfloat16), full key tiles
-  // round P to bfloat16 and run P·V on bfloat16 dot products, a pair of keys per product; the
-  // running sum adds the unrounded P, partial tiles keep the float32 P·V that guards masked keys.
+  // (a CPU with bfloat16 dot products, V bfloat16, the result stored as bfloat16), key tiles round
+  // P to bfloat16 and run P·V on bfloat16 dot products, a pair of keys per product; the running sum
+  // adds the unrounded P. Partial tiles do so where flash_step::pairs_fit, else keep the float32
+  // P·V that guards masked keys.
   std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& pair, const Halide::Expr& d, const Halide::Expr& j)>
       value_pairs;
 };
