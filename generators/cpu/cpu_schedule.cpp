@@ -71,8 +71,21 @@ void schedule_cpu(lowered& l, const Target& target) {
           sum.reorder(order);
           break;
         }
-        if (st.extents.empty() || st.extents.front() != 1) sum.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
-        if (v.size() >= 2) sum.parallel(fuse_all(sum, std::vector<Var>(v.begin() + 1, v.end())));
+        if (st.extents.empty() || st.extents.front() != 1) {
+          sum.vectorize(v.front(), vec, TailStrategy::GuardWithIf);
+          if (v.size() >= 2) sum.parallel(fuse_all(sum, std::vector<Var>(v.begin() + 1, v.end())));
+          break;
+        }
+        if (v.size() < 2) break;
+        // A sum per row (a unit innermost dim): a vector of rows through the sum, vectors_per_task
+        // of them per task (a task per row was mostly the thread pool's overhead).
+        constexpr int vectors_per_task = 8;
+        Var blocks("row_blocks"), rows("rows");
+        sum.split(v[1], blocks, rows, vectors_per_task * vec, TailStrategy::GuardWithIf)
+            .vectorize(rows, vec, TailStrategy::GuardWithIf);
+        std::vector<Var> tasks{blocks};
+        tasks.insert(tasks.end(), v.begin() + 2, v.end());
+        sum.parallel(fuse_all(sum, tasks));
         break;
       }
       case lowered::stage::pairs: {

@@ -34,6 +34,8 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
   }
   order.insert(order.end(), tasks.begin(), tasks.end());
   u.reorder(order).vectorize(p.d, v, TailStrategy::GuardWithIf);
+  // A sweep's slots unrolled: each adds its one product (the mux over them then selects at compile time).
+  if (sweep) u.unroll(p.r[1]);
   if (!tasks.empty()) u.parallel(fuse_all(u, tasks));
   never_partition(p.acc);
 

@@ -1,5 +1,6 @@
 #include "generators/lowering/lower.hpp"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include "dsl/gradient.hpp"
@@ -40,7 +41,12 @@ lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_option
     const bool sum = n.kind == ir::op::sum_to || n.kind == ir::op::sum_groups || n.kind == ir::op::scatter_add;
     // A result stored in a 16-bit type is rounded as it is copied into the caller's buffer.
     const Type type = stored_type(types[k]);
-    if (ir::is_materialised(n.kind) && !sum && type == Float(32) && taken.insert(o).second) {
+    // A fused backward's exit is no buffer of its own (its pass's sums, read in place): copied too.
+    const auto own_buffer = [&] {
+      rules.func(o);
+      return std::ranges::find(s.out.materialised, o) != s.out.materialised.end();
+    };
+    if (ir::is_materialised(n.kind) && !sum && type == Float(32) && own_buffer() && taken.insert(o).second) {
       result = rules.func(o);
       std::erase(s.out.materialised, o);  // in place
     } else {
