@@ -522,6 +522,31 @@ BOOST_AUTO_TEST_CASE(learned_bias_table_read_by_gather) {
   expect_gradients("bias table", grad, 2, small_sizes, with_table, reference);
 }
 
+BOOST_AUTO_TEST_CASE(t5_bucket_table) {
+  // T5's log buckets (8 per head, bidirectional, up to distance 20): the kernels compute the bucket
+  // once per offset kv - q, and the fused backward sums each tile's pairs per offset before adding
+  // them to the buckets (offset_tables.hpp); the reference computes both per pair.
+  constexpr auto R = dim<"R", 8>;
+  const auto grad = attn::jit_gradients(attention(modify(s, score + gather(weight<"t5">(R, H), t5_bucket<true>(8, 20), head))));
+  const layout_fn with_table = [](idx_t nq, idx_t nk) {
+    layout l = qkv_layout(nq, nk);
+    l.params.push_back({"t5", {8, heads}, false, 1.0f});
+    return l;
+  };
+  const auto bucket = [](idx_t i, idx_t j) {
+    const idx_t rel = j - i, n = std::abs(rel), side = rel > 0 ? 4 : 0;
+    if (n < 2) return side + n;
+    return side + std::min<idx_t>(static_cast<idx_t>(2 + std::log(static_cast<double>(n) / 2) / std::log(10.0) * 2), 3);
+  };
+  const auto reference = [&bucket](const auto& in, idx_t) {
+    using Acc = acc_of<decltype(in)>;
+    const mat<Acc>& table = in[3];
+    const ref::score_mod<Acc> mod = [&](Acc x, idx_t i, idx_t j, idx_t h) { return x + table(bucket(i, j), h); };
+    return per_head<Acc>(in[0], in[1], in[2], heads, heads, {}, mod);
+  };
+  expect_gradients("T5 buckets", grad, 2, {{1, 1}, {7, 7}, {33, 33}, {5, 40}, {40, 5}}, with_table, reference);
+}
+
 BOOST_AUTO_TEST_CASE(learned_slope_per_head) {
   const auto slopes = weight<"slopes">(H);
   const auto grad = attn::jit_gradients(attention(causal(modify(s, score - gather(slopes, head) * (q_idx - kv_idx)))));
@@ -802,6 +827,8 @@ BOOST_AUTO_TEST_CASE(the_fused_backward_equals_the_generic_one, *boost::unit_tes
   };
   expect_fused_equals_generic("bias table", table, 2, {{1, 1}, {257, 257}, {300, 1000}}, with);
   expect_fused_equals_generic("bias table, two passes", table, 2, {{257, 257}}, with, "backward_sweep=0");
+  const auto t5 = attention(modify(s, score + gather(weight<"t">(R, H), t5_bucket<true>(8, 20), head)));
+  expect_fused_equals_generic("T5 buckets", t5, 2, {{300, 1000}, {1000, 300}}, with);
   // A slope's gradient sums every pair (learned_slope_per_head checks both at 257 against the reference).
   expect_fused_equals_generic("learned slopes, tiles of 16", slopes, 2, {{33, 33}}, with_slopes, "backward_q_tile=16");
   expect_fused_equals_generic("shared table of 65, tiles of 32", shared, 2, {{257, 257}}, with_shared, "backward_q_tile=32");

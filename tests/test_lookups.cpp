@@ -143,3 +143,42 @@ BOOST_AUTO_TEST_CASE(t5_buckets_with_a_learned_table) {
   expect_reference(biased, "T5 buckets", keep_all, [&](idx_t, double x, idx_t i, idx_t j) { return x + t5.data()[bucket(i, j)]; },
                    make_table, [&](const auto& kern, const auto& a, const auto& b, const auto& c) { return kern(a, b, c, t5); });
 }
+
+BOOST_AUTO_TEST_CASE(relative_position_terms_are_computed_once_per_offset) {
+  // T5's bucket and its table entry read the pair only through kv - q: the kernels compute it once
+  // per offset (offset_tables.hpp), here with as many or far fewer queries than keys and the
+  // reverse, so that the offsets reach past either end; the reference computes it per pair.
+  constexpr auto NQ = dim<"NQ">;
+  constexpr auto NK = dim<"NK">;
+  constexpr auto B = dim<"Buckets", 8>;
+  const auto cross = scaled_scores(input<"q">(NQ, Dk), input<"k">(NK, Dk));
+  const auto biased = combine(softmax(modify(cross, score + gather(weight<"t5">(B), t5_bucket<true>(8, 20)))), input<"v">(NK, Dk));
+  const auto bucket = [](idx_t i, idx_t j) {  // as t5_buckets_with_a_learned_table's
+    const idx_t rel = j - i, n = std::abs(rel);
+    const idx_t offset = rel > 0 ? 4 : 0;
+    if (n < 2) return offset + n;
+    return offset + std::min<idx_t>(static_cast<idx_t>(2 + std::log(static_cast<double>(n) / 2) / std::log(10.0) * 2), 3);
+  };
+  std::mt19937 rng(11);
+  const tensor<float> t5 = ref::random_tensor({8}, rng, 2.0f);
+  for (attn::lowering path : {attn::lowering::automatic, attn::lowering::generic}) {
+    const auto kern = attn::jit(biased, {.path = path});
+    BOOST_TEST(kern.compiled().loop_nest().find("offset_table") != std::string::npos, kern.compiled().describe());
+    for (auto [nq, nk] : {std::pair<idx_t, idx_t>{3, 300}, {300, 3}, {70, 70}}) {
+      const tensor<float> tq = ref::random_tensor({nq, 8}, rng), tk = ref::random_tensor({nk, 8}, rng), tv = ref::random_tensor({nk, 8}, rng);
+      const tensor<float> got = kern(tq, tk, tv, t5);
+      const auto reference = [&](auto acc) {
+        using Acc = decltype(acc);
+        const ref::score_mod<Acc> mod = [&](Acc x, idx_t i, idx_t j, idx_t) { return x + static_cast<Acc>(t5.data()[bucket(i, j)]); };
+        return ref::scaled_dot_product(ref::item<Acc>(tq, 0, 2), ref::item<Acc>(tk, 0, 2), ref::item<Acc>(tv, 0, 2), ref::inv_sqrt(8),
+                                       [](idx_t, idx_t, idx_t) { return true; }, mod)
+            .output;
+      };
+      const ref::comparison c = ref::compare(got.data(), nq * 8, reference(double{}), reference(float{}));
+      BOOST_CHECK_MESSAGE(c.ok, kern.compiled().describe() << " NQ=" << nq << " NK=" << nk << ": " << c.describe());
+    }
+  }
+  // A mask's predicate stays a formula (its bounds skip tiles), however costly: never tabulated.
+  const auto near = combine(softmax(mask(cross, t5_bucket<true>(8, 20) < 6)), input<"v">(NK, Dk));
+  BOOST_TEST(attn::jit(near).compiled().loop_nest().find("offset_table") == std::string::npos);
+}

@@ -69,6 +69,14 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
   }
   // The reductions' sums per tile: one serial pass over the tile's pairs (a fixed order), the
   // lanes innermost, so that consecutive keys add to different sums.
+  // Sums per offset: a row's keys in vectors, each key of a row on its own offset (no two lanes
+  // of a vector add to one sum, so the race Halide cannot rule out is none), rows in order.
+  for (Func f : p.offset_sums) {
+    f.compute_at(tile).vectorize(f.args()[0], v, TailStrategy::GuardWithIf);
+    const std::vector<RVar> pairs = f.rvars();
+    f.update().allow_race_conditions().vectorize(pairs[0], v, TailStrategy::GuardWithIf);
+    never_partition(f);
+  }
   for (Func f : p.tile_sums) {
     f.compute_at(tile);
     std::vector<VarOrRVar> lanes_inside{f.args()[1]};

@@ -9,7 +9,9 @@
 #include "generators/fused/mask_bounds.hpp"
 #include "generators/lowering/generic_lowering.hpp"
 #include "generators/lowering/lowering_state.hpp"
+#include "generators/lowering/offset_tables.hpp"
 #include "generators/lowering/nonfinite.hpp"
+#include "generators/lowering/offset_tables.hpp"
 
 namespace attn::gen {
 
@@ -240,31 +242,63 @@ class builder {
   // Each reduction's sums over the pairs of tile (kt, qt): (cell, lane, kt, qt, lead..., batch),
   // summed over the lanes where read. Key kv adds to lane kv % scatter_lanes, so consecutive pairs
   // adding to one cell do not wait on each other's store, and the lanes can run apart (a GPU
-  // thread each); each lane's order stays fixed (its keys in order, row by row).
+  // thread each); each lane's order stays fixed (its keys in order, row by row). On a CPU, where
+  // the cells follow the offset kv - q only, the tile's pairs are summed per offset first (in
+  // vectors of keys), and offset o adds to lane o % scatter_lanes.
   void define_tile_sums(backward_pass& p, std::map<int, Func>& values, const Var& kt, const Var& qt) {
     for (int k : p.reductions) {
       const pair_reduction& red = m_.reductions[static_cast<std::size_t>(k)];
       const ir::node& c = s_.g.at(red.pair);
       if (!values.contains(red.pair)) p.values.push_back(values.emplace(red.pair, pair_values(red.pair)).first->second);
+      const Func& value = values.at(red.pair);
       const Var at_cell("cell"), lane("lane");
-      RDom t({{0, (tk_ + scatter_lanes - 1) / scatter_lanes}, {0, tq_}}, "tile_pairs");  // a lane's keys inside
-      const Expr key = lane + scatter_lanes * t.x;
-      if (tk_ % scatter_lanes != 0) t.where(key < tk_);
-      std::vector<Expr> pair_at = lead_row_major();
-      pair_at.insert(pair_at.end(), {qt * tq_ + t.y, kt * tk_ + key});
-      Expr cell = 0;
-      if (red.cells > 1) {  // the cells of the tile's pairs, computed as the other pair values (in vectors)
-        const std::vector<Var> vars = s_.new_func("backward_cells", c).second;
-        Func cells(Int(32), static_cast<int>(vars.size()) + (c.batched ? 1 : 0), "backward_cells" + std::to_string(s_.count++));
-        cells(s_.args_of(c, as_exprs(vars))) = cell_of(red, as_exprs(vars));
-        p.values.push_back(cells);
-        cell = unsafe_promise_clamped(cells(s_.args_of(c, pair_at)), 0, static_cast<int>(red.cells) - 1);  // cell_of clamps
-      }
+      const auto pair_at = [&](const Expr& q, const Expr& kv) {
+        std::vector<Expr> at = lead_row_major();
+        at.insert(at.end(), {q, kv});
+        return at;
+      };
       Func f("backward_tile_sum" + std::to_string(s_.count++));
       f(tile_args({at_cell, lane, kt, qt})) = 0.0f;
-      f(tile_args({cell, lane, kt, qt})) += values.at(red.pair)(s_.args_of(c, pair_at));
+      if (!s_.options.gpu && cells_follow_offset(red)) {
+        const int offsets = tq_ + tk_ - 1;  // kv - q from k0 - q0 - (tq - 1) on
+        Func diagonals("backward_offset_sum" + std::to_string(s_.count++));
+        const Var o("offset");
+        diagonals(tile_args({o, kt, qt})) = 0.0f;
+        const RDom t({{0, tk_}, {0, tq_}}, "tile_pairs");
+        diagonals(tile_args({t.x - t.y + (tq_ - 1), kt, qt})) += value(s_.args_of(c, pair_at(qt * tq_ + t.y, kt * tk_ + t.x)));
+        p.offset_sums.push_back(diagonals);
+        RDom by_lane(0, (offsets + scatter_lanes - 1) / scatter_lanes, "tile_offsets");  // a lane's offsets inside
+        const Expr offset = lane + scatter_lanes * by_lane.x;
+        by_lane.where(offset < offsets);
+        // An offset past the pairs' (its pairs all past the last query or key, 0) reads the nearest one's cell.
+        const Expr kv_minus_q = clamp(kt * tk_ - qt * tq_ + offset - (tq_ - 1), 1 - nq_, nk_ - 1);
+        const Expr cell = unsafe_promise_clamped(cell_of(red, pair_at(0, kv_minus_q), false), 0, static_cast<int>(red.cells) - 1);
+        f(tile_args({cell, lane, kt, qt})) += diagonals(tile_args({offset, kt, qt}));
+      } else {
+        RDom t({{0, (tk_ + scatter_lanes - 1) / scatter_lanes}, {0, tq_}}, "tile_pairs");  // a lane's keys inside
+        const Expr key = lane + scatter_lanes * t.x;
+        if (tk_ % scatter_lanes != 0) t.where(key < tk_);
+        const std::vector<Expr> at = pair_at(qt * tq_ + t.y, kt * tk_ + key);
+        Expr cell = 0;
+        if (red.cells > 1) {  // the cells of the tile's pairs, computed as the other pair values (in vectors)
+          const std::vector<Var> vars = s_.new_func("backward_cells", c).second;
+          Func cells(Int(32), static_cast<int>(vars.size()) + (c.batched ? 1 : 0), "backward_cells" + std::to_string(s_.count++));
+          cells(s_.args_of(c, as_exprs(vars))) = cell_of(red, as_exprs(vars), true);
+          p.values.push_back(cells);
+          cell = unsafe_promise_clamped(cells(s_.args_of(c, at)), 0, static_cast<int>(red.cells) - 1);  // cell_of clamps
+        }
+        f(tile_args({cell, lane, kt, qt})) += value(s_.args_of(c, at));
+      }
       p.tile_sums.push_back(f);
     }
+  }
+
+  // Does every index that picks reduction red's cells read the pair only through its offset?
+  bool cells_follow_offset(const pair_reduction& red) const {
+    const ir::node& n = s_.g.at(red.node);
+    for (std::size_t k = 0; k < n.shape.size(); ++k)
+      if (red.follows[k] < 0 && n.kind == ir::op::scatter_add && !reads_offset_only(s_.g, n.args[k + 1])) return false;
+    return true;
   }
 
   // A tile's sum of reduction j of pass p at cell.
@@ -275,13 +309,16 @@ class builder {
   }
 
   // The cell the pair at (lead..., q, kv) adds to: the picked dims' indices, clamped as gather
-  // clamps them, row-major (a pair past the last query or key adds 0: its index is the last one's).
-  Expr cell_of(const pair_reduction& red, std::vector<Expr> at) {
+  // clamps them, row-major. `clamped`: a pair past the last query or key adds 0, its index is the
+  // last one's (else the pair is read as given: cells that follow the offset only).
+  Expr cell_of(const pair_reduction& red, std::vector<Expr> at, bool clamped) {
     const ir::node& n = s_.g.at(red.node);
     if (n.kind != ir::op::scatter_add) return 0;  // sum_to: its picked dims are units
     const std::size_t r = at.size();
-    at[r - 2] = min(at[r - 2], nq_ - 1);
-    at[r - 1] = min(at[r - 1], nk_ - 1);
+    if (clamped) {
+      at[r - 2] = min(at[r - 2], nq_ - 1);
+      at[r - 1] = min(at[r - 1], nk_ - 1);
+    }
     const placeholders ph = rules_.score_placeholders(s_.g.at(red.pair), at, Expr());
     Expr cell = 0;
     for (std::size_t k = 0; k < n.shape.size(); ++k) {

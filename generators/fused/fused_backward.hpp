@@ -42,6 +42,10 @@ struct backward_pass {
   // Per reduction: a tile's contributions summed per cell and lane, (cell, lane, kt, qt, lead...,
   // batch), one serial pass over the tile's pairs in a fixed order (the lanes summed where read).
   std::vector<Halide::Func> tile_sums;
+  // On a CPU, a reduction whose cells follow the pair only through its offset kv - q (a relative
+  // position table: offset_tables.hpp) first sums its tile along the diagonals, (offset, kt, qt,
+  // lead..., batch), the keys of a row in vectors; its tile sums then add one sum per offset.
+  std::vector<Halide::Func> offset_sums;
   // Computed per tile: the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
   // queries and keys), then each exit's product of them with its other operand, (d, i, kt, qt,
   // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits).

@@ -8,6 +8,7 @@
 #include "generators/fused/fused_lowering.hpp"
 #include "generators/lowering/lse_lowering.hpp"
 #include "generators/lowering/nonfinite.hpp"
+#include "generators/lowering/offset_tables.hpp"
 #include "generators/lowering/nonfinite_lowering.hpp"
 
 namespace attn::gen {
@@ -89,6 +90,7 @@ Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placehol
   const ir::node& n = s_.g.at(i);
   if (auto given = s_.tile.given.find(i); given != s_.tile.given.end()) return given->second(idx);
   if (ir::is_materialised(n.kind)) return func(i)(s_.args_of(n, past_the_end_clamped(n, idx)));
+  if (!tabulating_ && ph.scores != nullptr && tabulated_by_offset(s_.g, i)) return offset_table_value(i, ph);
   auto a = [&](std::size_t k) { return arg(n, k, idx, ph); };
   switch (n.kind) {
     case op::input: case op::weight: case op::int_input:
@@ -141,7 +143,7 @@ Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placehol
       Expr s = value(inner, idx, ph);
       Expr f = cast(Float(32), arg(n, 1, idx, score_placeholders(n, idx, s)));
       for (int m : masks)
-        if (!s_.tile.transparent.contains(m)) f = masked_score(arg(s_.g.at(m), 1, idx, score_placeholders(n, idx, s)), f);
+        if (!s_.tile.transparent.contains(m)) f = masked_score(arg(s_.g.at(m), 1, idx, score_placeholders(s_.g.at(m), idx, s)), f);
       return f;
     }
     case op::split_heads: {  // (.., h, t, dh) reads (.., t, h*Dh + dh)
@@ -197,12 +199,41 @@ Expr generic_lowering::value(int i, const std::vector<Expr>& idx, const placehol
   throw std::logic_error("lower: no rule for op " + std::string(ir::op_name(n.kind)));
 }
 
+// Node i at the placeholders' pair, read from its table per offset kv_idx - q_idx (and head),
+// made on first use: the node evaluated at q_idx = 0, kv_idx = the offset clamped to those of the
+// scores' pairs, so that tiles past the last query or key read a valid pair's value. Its offsets
+// are what the pairs read, as Halide infers them: about N_Q + N_K per head.
+Expr generic_lowering::offset_table_value(int i, const placeholders& ph) {
+  const bool per_head = reads_head(s_.g, i);
+  const ir::node& scores = *ph.scores;
+  const std::size_t r = scores.shape.size();
+  const auto key = std::tuple(i, scores.shape[r - 2].name, scores.shape[r - 1].name);
+  auto it = s_.offset_tables.find(key);
+  if (it == s_.offset_tables.end()) {
+    const Expr nq = s_.extent(scores.shape[r - 2].name, scores.shape[r - 2].size);
+    const Expr nk = s_.extent(scores.shape[r - 1].name, scores.shape[r - 1].size);
+    const Var offset("offset"), head("offset_head");
+    const std::vector<Expr> unused(s_.g.at(i).shape.size(), 0);
+    tabulating_ = true;
+    const Expr v = value(i, unused, {Expr(), 0, clamp(offset, 1 - nq, nk - 1), head, ph.scores});
+    tabulating_ = false;
+    Func f("offset_table" + std::to_string(s_.count++));
+    std::vector<Var> vars{offset};
+    if (per_head) vars.push_back(head);
+    f(vars) = v;
+    s_.out.stages.push_back({f, vars, stage::layout, {}, {}, {}, {}, std::vector<std::int64_t>(vars.size(), 0), {}});
+    it = s_.offset_tables.emplace(key, f).first;
+  }
+  const Expr offset = ph.kv_idx - ph.q_idx;
+  return per_head ? it->second(offset, ph.head) : it->second(offset);
+}
+
 placeholders generic_lowering::score_placeholders(const ir::node& n, const std::vector<Expr>& idx, Expr s) const {
   std::size_t r = idx.size();
   Expr head = 0;
   for (std::size_t k = 0; k < r; ++k)
     if (n.shape[k].role == ir::dim_role::heads) head = idx[k];
-  return {std::move(s), idx[r - 2], idx[r - 1], head};
+  return {std::move(s), idx[r - 2], idx[r - 1], head, n.kind == ir::op::mask ? nullptr : &n};
 }
 
 Func generic_lowering::func(int i) {

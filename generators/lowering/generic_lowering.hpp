@@ -13,6 +13,10 @@ namespace attn::gen {
 // What the placeholders stand for inside a mask predicate or score modifier.
 struct placeholders {
   Halide::Expr score, q_idx, kv_idx, head;
+  // A modifier's: the node whose pairs q_idx and kv_idx index (its last two dims), so that its terms
+  // of kv - q are tabulated (offset_tables.hpp). Null in a mask's predicate: the tiles' bounds
+  // read its formula (mask_bounds.hpp).
+  const ir::node* scores = nullptr;
 };
 
 class generic_lowering {
@@ -42,6 +46,7 @@ class generic_lowering {
   bool runs_paired(const ir::node& n) const;
   Halide::RDom define_paired_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
   bool uses_score(int i) const;
+  Halide::Expr offset_table_value(int i, const placeholders& ph);
   Halide::Expr divided(const ir::node& n, const Halide::Expr& x, const Halide::Expr& y) const;
   void define_transpose(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
   Halide::Expr right_operand(const ir::node& n, const std::vector<Halide::Expr>& ib, stage& st);
@@ -52,6 +57,7 @@ class generic_lowering {
   Halide::Func define_scatter_add(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
 
   lowering_state& s_;
+  bool tabulating_ = false;  // defining an offset table: its nodes evaluated in place
 };
 
 }  // namespace attn::gen

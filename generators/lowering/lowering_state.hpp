@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 #include <Halide.h>
@@ -51,6 +52,9 @@ struct lowering_state {
   std::set<int> lse_of;                         // fused attentions (by combine) whose log-sum-exp a fused backward reads
   std::map<int, Halide::ImageParam> params;     // by terminal node
   std::map<int, Halide::Func> funcs;            // by node: the materialised ones, computed once
+  // By modifier node and the query and key dims of the scores it reads: its values per offset
+  // kv - q (and head), offset_tables.hpp.
+  std::map<std::tuple<int, std::string_view, std::string_view>, Halide::Func> offset_tables;
   std::map<std::pair<int, std::size_t>, Halide::Func> pairs;  // by bfloat16 tensor and paired dim: its copy in pairs (generic_lowering::pairs_of)
   Halide::Var batch{"batch"};
   int count = 0;  // numbers the Funcs: names are unique in a pipeline
