@@ -120,9 +120,10 @@ class builder {
     for (const Var& v : f_.lead) at.push_back(v);
     if (f_.batched) at.push_back(f_.batch);
     const std::vector<Expr> result = row_args(f_.dv);
+    const auto stored = [&](const Expr& x) { return p_.stored ? p_.stored(x) : x; };
     if (!p_.normalised) {  // Σ f(S)·V as it is: no normalisation (a row without a kept key gives 0)
       f_.tiles(result) = f_.state(result);
-      f_.output(out) = f_.tiles(at);
+      f_.output(out) = stored(f_.tiles(at));
       return f_;
     }
     // The running max and sum are the same in every column: the row's sum is read once, at column 0.
@@ -133,13 +134,13 @@ class builder {
     const Expr value = accumulated(f_.dv) * reciprocal_or_zero(row_sum);
     if (!p_.with_lse) {
       f_.tiles(result) = value;
-      f_.output(out) = f_.tiles(at);
+      f_.output(out) = stored(f_.tiles(at));
       return f_;
     }
     f_.tiles(result) = Tuple(value, log_sum_exp(f_.state(row0)[0], row_sum));
     f_.rows = Func("flash_rows" + p_.suffix);
     f_.rows(out) = f_.tiles(at);
-    f_.output(out) = f_.rows(out)[0];
+    f_.output(out) = stored(f_.rows(out)[0]);
     std::vector<Expr> row(out.begin() + 1, out.end());
     f_.lse = Func("flash_lse" + p_.suffix);
     std::vector<Expr> at_row = row;

@@ -73,6 +73,9 @@ struct flash_problem {
   // P·V that guards masked keys.
   std::function<Halide::Expr(const std::vector<Halide::Expr>& lead, const Halide::Expr& pair, const Halide::Expr& d, const Halide::Expr& j)>
       value_pairs;
+  // Optional: the result as the caller's buffer stores it (rounded to bfloat16 or float16), applied
+  // as the output is written, so that no float32 copy is converted after. Undefined: float32.
+  std::function<Halide::Expr(const Halide::Expr&)> stored;
 };
 
 // One kind of key tile: the update of the state that folds it in, and the Funcs computed per tile.

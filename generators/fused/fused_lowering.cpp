@@ -97,6 +97,16 @@ bool stored_as_bf16(const ir::graph& g, int combine) {
   return false;
 }
 
+// The attention's result type where the graph returns it once and no node reads it: its fused
+// output is written in that type (flash_problem::stored). float32 otherwise.
+ir::element written_type(const ir::graph& g, int combine) {
+  const std::vector<int> outputs = g.outputs();
+  if (std::ranges::count(outputs, combine) != 1) return ir::element::f32;
+  for (const ir::node& n : g.nodes)
+    if (std::ranges::find(n.args, combine) != n.args.end()) return ir::element::f32;
+  return ir::result_types(g)[static_cast<std::size_t>(std::ranges::find(outputs, combine) - outputs.begin())];
+}
+
 // P·V on bfloat16 dot products (flash_problem::value_pairs): V a bfloat16 tensor and the result
 // stored as bfloat16, which rounds it as much as rounding P does (PyTorch's CPU and FlashAttention's
 // bfloat16 kernels round P alike), and many queries known when compiling: decoding reads V once,
@@ -146,6 +156,8 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
     p.few_rows = std::min(2 * t.q_unroll, t.q_tile);
     p.few_queries = s.tile.few_queries = simplify(p.nq <= p.few_rows);
   }
+  if (const Type written = stored_type(written_type(s.g, m.combine)); written != Float(32))
+    p.stored = [written](const Expr& x) { return stored_as(written, x); };
   if (pairs_values(s, m, p)) {
     p.value_pairs = [&rules, &s, m](const std::vector<Expr>& lead, const Expr& pair, const Expr& d, const Expr& j) {
       const ir::node& v = s.g.at(m.values);

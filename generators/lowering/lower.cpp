@@ -41,12 +41,14 @@ lowered lower(const ir::graph& g, const bound_dims& bound, const lowering_option
     const bool sum = n.kind == ir::op::sum_to || n.kind == ir::op::sum_groups || n.kind == ir::op::scatter_add;
     // A result stored in a 16-bit type is rounded as it is copied into the caller's buffer.
     const Type type = stored_type(types[k]);
-    // A fused backward's exit is no buffer of its own (its pass's sums, read in place): copied too.
+    // In place where the rules compute the node into a buffer of its own, of the stored type (a
+    // fused attention writes its result in it: flash_problem::stored); a fused backward's exit is
+    // read from its pass's sums, so copied too.
     const auto own_buffer = [&] {
-      rules.func(o);
-      return std::ranges::find(s.out.materialised, o) != s.out.materialised.end();
+      const Func f = rules.func(o);
+      return std::ranges::find(s.out.materialised, o) != s.out.materialised.end() && f.type() == type;
     };
-    if (ir::is_materialised(n.kind) && !sum && type == Float(32) && own_buffer() && taken.insert(o).second) {
+    if (ir::is_materialised(n.kind) && !sum && own_buffer() && taken.insert(o).second) {
       result = rules.func(o);
       std::erase(s.out.materialised, o);  // in place
     } else {
