@@ -9,7 +9,6 @@
 #include "generators/fused/mask_bounds.hpp"
 #include "generators/lowering/generic_lowering.hpp"
 #include "generators/lowering/lowering_state.hpp"
-#include "generators/lowering/offset_tables.hpp"
 #include "generators/lowering/nonfinite.hpp"
 #include "generators/lowering/offset_tables.hpp"
 
