@@ -7,8 +7,8 @@
 //                                  it covers the expression, else the generic one; the label, both
 //                                  kernels' describe(), says which ran)
 //   <case>/T:<T>/Dh:<Dh>/step      the forward, then the backward
-// Each call allocates what it returns (the output and log-sum-exp, the gradients), as a training
-// framework's step does. Cases (H = 8 heads, batch 1, float32, q, k, v of shape (1, H, T, Dh), dY
+// Each call writes into buffers allocated once (kernel::into_with_lse, gradient_kernel::into), as a
+// training loop keeps its activations' and gradients' buffers from step to step. Cases (H = 8 heads, batch 1, float32, q, k, v of shape (1, H, T, Dh), dY
 // like the output): full, causal, alibi_causal, softcap_causal (cap 20), sliding_window_256, and
 // t5_bias: score + table[T5 bucket of kv_idx - q_idx, head] (32 bidirectional buckets up to a distance
 // of 128, no mask) with the table (32 × H) a weight, so its gradient is computed too. bench/cases.py
@@ -26,6 +26,7 @@
 // docs/performance.md).
 #include <benchmark/benchmark.h>
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -122,12 +123,12 @@ template <class E, std::size_t... I>
 void run(benchmark::State& state, const E& expr, part p, const case_tensors& c, std::index_sequence<I...>) {
   try {
     const compiled<E> k(expr);
-    attn::outputs y;      // each call's results replace (and free) the previous call's
-    attn::gradients d;
-    if (p == part::backward) y = k.forward.run(c.in[I]...);
+    const attn::outputs y = k.forward.run(c.in[I]...);  // its buffers serve every call
+    const std::array<attn::tensor<float>, sizeof...(I)> d{attn::tensor<float>(c.in[I].sizes())...};
+    const std::vector<std::string> names = k.backward.parameters();
     const auto call = [&] {
-      if (p != part::backward) y = k.forward.run(c.in[I]...);
-      if (p != part::forward) d = k.backward(c.dy, attn::saved{y.output, y.lse}, c.in[I]...);
+      if (p != part::backward) k.forward.into_with_lse(y.output, y.lse, c.in[I]...);
+      if (p != part::forward) k.backward.into({attn::named_tensor{names[I], d[I]}...}, c.dy, attn::saved{y.output, y.lse}, c.in[I]...);
     };
     call();  // before timing: checks the memory budget, warms the caches
     for (auto _ : state) call();

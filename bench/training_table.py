@@ -123,8 +123,10 @@ def table(reports, peer_reports, command="bash scripts/training_bench.sh"):
         "with dY, what the forward saved (`attn::saved{output, lse}`) and its tensors (fused where it "
         "covers the expression, the generic lowering with "
         "T × T intermediates otherwise; paths: what each ran), fwd+bwd the two in a row, each call "
-        "allocating its results. PyTorch: the forward, "
-        "then `backward(dY)` into q, k, v (and the T5 table) that require gradients: SDPA for full and "
+        "writing into buffers allocated once (`into_with_lse`, `grad.into`), as a training loop keeps them. "
+        "PyTorch: the forward, "
+        "then `backward(dY)` into q, k, v (and the T5 table) that require gradients (`.grad` set to None "
+        "before each step, as `zero_grad()` does): SDPA for full and "
         "causal, eager ops (scores, modifier, mask, softmax, ·V) for the others. Speedup: PyTorch's "
         "fwd+bwd time over attnforge's; above 1, attnforge is faster. Flex: FlexAttention under "
         "torch.compile with the same score and mask modifiers.",

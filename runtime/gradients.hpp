@@ -11,6 +11,8 @@
 // dy in the output's.
 // Without `saved` (grad(dy, x, wq, wk, wv), or by name: grad(dy, {{"x", x}, ...})) the call
 // computes them first where the backward reads them: one forward more.
+// A training loop that keeps its gradient buffers has them written in place, nothing allocated:
+//   grad.into({{"x", dx}, {"wq", dwq}, {"wk", dwk}, {"wv", dwv}}, dy, attn::saved{o.output, o.lse}, x, wq, wk, wv);
 // One gradient per float tensor the expression reads (inputs, weights, tables read by gather),
 // shaped like it; a weight's is summed over the batch; integer tensors get none.
 #include <array>
@@ -68,6 +70,9 @@ struct gradient_program {
 std::shared_ptr<const gradient_program> compile_gradients(const ir::graph& forward, const jit_options& options);
 // Runs it: `inputs` in the forward's call order, then dY; then what the forward saved, or nullptr.
 gradients run_gradients(const gradient_program& p, std::span<const tensor_view> inputs, const saved* s);
+// ... into the caller's tensors, one per gradient, named like the tensor.
+void gradients_into(const gradient_program& p, std::span<const named_tensor> targets, std::span<const tensor_view> inputs,
+                    const saved* s);
 // The forward's tensors in call order from names, then dY.
 std::vector<tensor_view> gradient_call(const gradient_program& p, const tensor_view& d_output, std::span<const named_tensor> named);
 // The forward's tensors' names, in call order.
@@ -110,6 +115,27 @@ class gradient_kernel {
     return detail::run_gradients(*p_, detail::gradient_call(*p_, d_output, named), &s);
   }
 
+  // Writes each gradient into the caller's tensor given under its tensor's name (any strides;
+  // shaped like that tensor, in its element type): every float tensor's gradient exactly once (a
+  // missing, unknown or repeated name is an argument_error). Nothing is written when a check fails.
+  template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
+  void into(std::initializer_list<named_tensor> targets, const tensor_view& d_output, const T&... inputs) const {
+    call_into(targets, d_output, nullptr, inputs...);
+  }
+  template <class... T>
+    requires(std::convertible_to<const T&, tensor_view> && ...)
+  void into(std::initializer_list<named_tensor> targets, const tensor_view& d_output, const saved& s, const T&... inputs) const {
+    call_into(targets, d_output, &s, inputs...);
+  }
+  void into(std::initializer_list<named_tensor> targets, const tensor_view& d_output, std::initializer_list<named_tensor> named) const {
+    detail::gradients_into(*p_, targets, detail::gradient_call(*p_, d_output, named), nullptr);
+  }
+  void into(std::initializer_list<named_tensor> targets, const tensor_view& d_output, const saved& s,
+            std::initializer_list<named_tensor> named) const {
+    detail::gradients_into(*p_, targets, detail::gradient_call(*p_, d_output, named), &s);
+  }
+
   // The forward's tensors, in call order.
   std::vector<std::string> parameters() const { return detail::forward_parameters(*p_->backward); }
   // The gradient graph (dsl::to_string prints it, dsl::cost counts it).
@@ -121,11 +147,18 @@ class gradient_kernel {
  private:
   template <class... T>
   gradients call(const tensor_view& d_output, const saved* s, const T&... inputs) const {
+    return detail::run_gradients(*p_, call_views(d_output, inputs...), s);
+  }
+  template <class... T>
+  void call_into(std::span<const named_tensor> targets, const tensor_view& d_output, const saved* s, const T&... inputs) const {
+    detail::gradients_into(*p_, targets, call_views(d_output, inputs...), s);
+  }
+  template <class... T>
+  static std::array<tensor_view, sizeof...(T) + 1> call_views(const tensor_view& d_output, const T&... inputs) {
     static_assert(sizeof...(T) == arity || dsl::has_shape_error<E>,
-                  "gradient call: dY, [attn::saved{output, lse},] then one tensor per input, weight and integer "
-                  "input of the expression, in the forward's order (see parameters())");
-    const std::array<tensor_view, sizeof...(T) + 1> views{tensor_view(inputs)..., d_output};
-    return detail::run_gradients(*p_, views, s);
+                  "gradient call: [the gradients' tensors,] dY, [attn::saved{output, lse},] then one tensor per input, weight "
+                  "and integer input of the expression, in the forward's order (see parameters())");
+    return {tensor_view(inputs)..., d_output};
   }
 
   std::shared_ptr<const detail::gradient_program> p_;

@@ -17,8 +17,9 @@ struct named_tensor {
 namespace detail {
 
 // The tensors in call order (`parameters`, kernel::parameters()). Every parameter exactly once:
-// a missing, unknown or repeated name is an argument_error naming it.
-std::vector<tensor_view> in_call_order(const std::vector<std::string>& parameters, std::span<const named_tensor> named);
+// a missing, unknown or repeated name is an argument_error naming it and `call`.
+std::vector<tensor_view> in_call_order(const std::vector<std::string>& parameters, std::span<const named_tensor> named,
+                                       std::string_view call = "kernel call");
 
 }  // namespace detail
 }  // namespace attn

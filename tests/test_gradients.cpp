@@ -759,6 +759,67 @@ BOOST_AUTO_TEST_CASE(named_calls_and_a_dy_shared_by_the_batch) {
   for (std::size_t i = 0; i < once.size(); ++i) BOOST_TEST(same_bits(once.values[i].as<float>(), repeated.values[i].as<float>()), "d" << once.names[i]);
 }
 
+// grad.into(targets, ...): the same bits as grad(...), written into the caller's tensors (any
+// strides), a tensor shared by the batch summed into one; checks name the gradient and write nothing.
+BOOST_AUTO_TEST_CASE(gradients_into_the_callers_tensors) {
+  const auto grad = attn::jit_gradients(padded);
+  const auto forward = attn::jit(padded, {.with_lse = true});
+  std::mt19937 rng(19);
+  const problem p(padded_layout(33, 40), 3, 40, rng);
+  const std::vector<attn::tensor_view> in = p.views();
+  const attn::gradients want = call(grad, p);
+  tensor<float> dq({3, heads, 33, width}), dv({3, heads, 40, width});
+  // dK's rows 3 floats apart: a strided view into a larger buffer.
+  tensor<float> dk_rows({3, heads, 40, width + 3}, -7.0f);
+  const idx_t row = width + 3;
+  const attn::tensor_view dk = attn::view(dk_rows.data(), {3, heads, 40, width}, {heads * 40 * row, 40 * row, row, 1});
+  auto dk_at = [&](std::size_t j) { return dk_rows.values()[j / width * row + j % width]; };
+  auto expect_want = [&](const std::string& how) {
+    BOOST_TEST(same_bits(dq, want["q"]), how << ": dq");
+    BOOST_TEST(same_bits(dv, want["v"]), how << ": dv");
+    bool same = true;
+    for (std::size_t j = 0; j < want["k"].values().size(); ++j) same = same && dk_at(j) == want["k"].values()[j];
+    BOOST_TEST(same, how << ": dk");
+    BOOST_TEST(dk_rows.values()[width] == -7.0f, how << ": the padding between dK's rows is untouched");
+  };
+  grad.into({{"v", dv}, {"q", dq}, {"k", dk}}, p.dy, in[0], in[1], in[2], in[3]);
+  expect_want("positional");
+  const attn::outputs y = forward.run(in[0], in[1], in[2], in[3]);
+  std::fill(dq.values().begin(), dq.values().end(), 0.0f);
+  grad.into({{"q", dq}, {"k", dk}, {"v", dv}}, p.dy, attn::saved{y.output, y.lse}, {{"len", in[3]}, {"q", in[0]}, {"k", in[1]}, {"v", in[2]}});
+  expect_want("saved, by name");
+
+  // A key tensor given without its batch dim serves the three items: its gradient is their sum.
+  const tensor<float> k_shared = ref::random_tensor({heads, 40, width}, rng, 2.0f);
+  const attn::gradients shared = grad(p.dy, in[0], k_shared, in[2], in[3]);
+  tensor<float> dk_shared({heads, 40, width});
+  grad.into({{"q", dq}, {"k", dk_shared}, {"v", dv}}, p.dy, in[0], k_shared, in[2], in[3]);
+  BOOST_TEST(same_bits(dk_shared, shared["k"]));
+  BOOST_TEST(same_bits(dq, shared["q"]));
+  BOOST_CHECK_THROW(grad.into({{"q", dq}, {"k", dk}, {"v", dv}}, p.dy, in[0], k_shared, in[2], in[3]), attn::shape_error);
+
+  // Every float tensor's gradient exactly once, shaped and typed like it, apart from the others.
+  const auto fails = [&](const std::string& why, const std::string& named, auto&& f) {
+    std::fill(dq.values().begin(), dq.values().end(), 5.0f);
+    try {
+      f();
+      BOOST_ERROR(why << ": expected an error");
+    } catch (const attn::error& e) {
+      BOOST_TEST(std::string(e.what()).find(named) != std::string::npos, why << ": " << e.what());
+    }
+    BOOST_TEST(std::all_of(dq.values().begin(), dq.values().end(), [](float x) { return x == 5.0f; }), why << ": dq untouched");
+  };
+  tensor<float> wide({3, heads, 40, width + 1});
+  tensor<attn::bfloat16> dv16({3, heads, 40, width});
+  fails("no dV", "v", [&] { grad.into({{"q", dq}, {"k", dk}}, p.dy, in[0], in[1], in[2], in[3]); });
+  fails("dV twice", "'v' given twice", [&] { grad.into({{"q", dq}, {"k", dk}, {"v", dv}, {"v", dv}}, p.dy, in[0], in[1], in[2], in[3]); });
+  fails("an integer tensor", "'len'", [&] { grad.into({{"q", dq}, {"k", dk}, {"v", dv}, {"len", dv}}, p.dy, in[0], in[1], in[2], in[3]); });
+  fails("a wider dV", "gradient of 'v'", [&] { grad.into({{"q", dq}, {"k", dk}, {"v", wide}}, p.dy, in[0], in[1], in[2], in[3]); });
+  fails("a bf16 dV", "gradient of 'v'", [&] { grad.into({{"q", dq}, {"k", dk}, {"v", dv16}}, p.dy, in[0], in[1], in[2], in[3]); });
+  fails("dK over dV", "overlap", [&] { grad.into({{"q", dq}, {"k", dv}, {"v", dv}}, p.dy, in[0], in[1], in[2], in[3]); });
+  fails("a 32-query dY", "", [&] { grad.into({{"q", dq}, {"k", dk}, {"v", dv}}, tensor<float>({3, heads, 32, width}), in[0], in[1], in[2], in[3]); });
+}
+
 // ---------------------------------------------------------------- the fused backward
 
 // Which backwards are fused (describe() names the attention), and that the fused gradients are the
