@@ -110,25 +110,26 @@ ref::mat<float> with_rounded_weights(ref::result<float> naive, const ref::mat<fl
   return y;
 }
 
-// A single-head bfloat16 kernel (T, 32), kernel_at(T), against the float64 reference of the same
+// A single-head bfloat16 kernel (T, width), kernel_at(T), against the float64 reference of the same
 // rounded values: within 4 times the naive float32's error plus 1e-6 of the largest output. A
 // bfloat16 output: the kernel rounds P (describe() says so), the naive one its weights.
 template <class Make>
 void expect_within_the_rule(const std::string& what, const Make& kernel_at, const std::vector<std::int64_t>& sizes, const ref::mask_pred& keep,
-                            const ref::score_mod<double>& mod64, const ref::score_mod<float>& mod32, std::mt19937& rng) {
+                            const ref::score_mod<double>& mod64, const ref::score_mod<float>& mod32, std::mt19937& rng,
+                            std::int64_t width = 32) {
   for (std::int64_t n : sizes) {
     const auto kernel = kernel_at(n);
-    const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
-                           kb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng, 2.0f)),
-                           vb = rounded<bfloat16>(ref::random_tensor({n, 32}, rng));
+    const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, width}, rng, 2.0f)),
+                           kb = rounded<bfloat16>(ref::random_tensor({n, width}, rng, 2.0f)),
+                           vb = rounded<bfloat16>(ref::random_tensor({n, width}, rng));
     const auto result = kernel(qb, kb, vb);
     constexpr bool rounds_p = std::is_same_v<std::remove_cvref_t<decltype(result)>, tensor<bfloat16>>;
     const tensor<float> y = widened(result);
     const auto exact = ref::scaled_dot_product(ref::item<double>(widened(qb), 0, 2), ref::item<double>(widened(kb), 0, 2),
-                                               ref::item<double>(widened(vb), 0, 2), ref::inv_sqrt(32), keep, mod64);
+                                               ref::item<double>(widened(vb), 0, 2), ref::inv_sqrt(width), keep, mod64);
     const ref::mat<float> v32 = ref::item<float>(widened(vb), 0, 2);
     auto naive = ref::scaled_dot_product(ref::item<float>(widened(qb), 0, 2), ref::item<float>(widened(kb), 0, 2), v32,
-                                         ref::inv_sqrt(32), keep, mod32);
+                                         ref::inv_sqrt(width), keep, mod32);
     if (rounds_p) naive.output = with_rounded_weights(naive, v32);
     double err = 0, naive_err = 0, largest = 0;
     for (std::size_t i = 0; i < y.values().size(); ++i) {
@@ -277,6 +278,11 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them, *boost::unit_
   };
   every_family(float32_output, {13, 33, 257, 1000});
   every_family(bfloat16_output, {13, 256, 1000});  // 256: whole partial tiles, on pairs
+  // A head width whose pairs are no whole number of the keys' copy's blocks (10 pairs: 8 + 2).
+  constexpr auto D20 = dim<"D", 20>;
+  const auto s20 = scaled_scores(input<"q", bf16>(T, D20), input<"k", bf16>(T, D20));
+  expect_within_the_rule("causal, Dh 20", bfloat16_output(combine(softmax(causal(s20)), input<"v", bf16>(T, D20))), {33, 257},
+                         causal_keep, {}, {}, rng, 20);
   // A query runtime-sized: its few-query version reads K converted, one kernel for every size.
   BOOST_TEST(attn::jit(combine(softmax(causal(s)), v32)).compiled().describe().find("products=") == std::string::npos);
 

@@ -399,6 +399,7 @@ Func generic_lowering::pairs_of(int t, std::size_t paired) {
   element.push_back(paired + 1 == rank ? in_pairs : other);
   f(halide_args(at, s_.batch, n.batched)) = s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, element)));
   s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::pairs, {}, {}, {}, {}, {}, {}});
+  if (paired + 1 == rank) s_.out.stages.back().source = s_.params.at(t).in(f);
   s_.pairs.emplace(std::pair{t, paired}, f);
   return f;
 }

@@ -28,6 +28,9 @@ struct stage {
   // tile, read where flash_funcs::few_queries holds (the shared right_operand elsewhere).
   Halide::Func tile_transpose{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
+  // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (a wrapper
+  // of its parameter), which a schedule may load in blocks of rows, to transpose in registers.
+  Halide::Func source{};
 };
 
 }  // namespace attn::gen
