@@ -9,6 +9,14 @@ struct term {
   bool varies = false;      // reads that difference
   bool costly = false;      // spends more than an FMA on it
   bool head = false;        // reads the head placeholder
+
+  // This term with an argument's folded in.
+  void add(const term& a) {
+    offset_only = offset_only && a.offset_only;
+    varies = varies || a.varies;
+    costly = costly || a.costly;
+    head = head || a.head;
+  }
 };
 
 bool is_placeholder(const ir::node& n, ir::placeholder p) { return n.kind == ir::op::placeholder && n.param == static_cast<int>(p); }
@@ -48,26 +56,14 @@ term analyse(const ir::graph& g, int i) {
     case op::gather: {
       const ir::node& table = g.at(n.args[0]);
       if (!ir::is_terminal(table.kind) || table.batched) return {.offset_only = false};
-      for (std::size_t k = 1; k < n.args.size(); ++k) {
-        const term a = analyse(g, n.args[k]);
-        t.offset_only = t.offset_only && a.offset_only;
-        t.varies = t.varies || a.varies;
-        t.costly = t.costly || a.costly;
-        t.head = t.head || a.head;
-      }
+      for (std::size_t k = 1; k < n.args.size(); ++k) t.add(analyse(g, n.args[k]));
       t.costly = t.costly || t.varies;
       return t;
     }
     default: break;
   }
   if (!ir::traits(n.kind).elementwise || n.args.empty()) return {.offset_only = false};
-  for (int a : n.args) {
-    const term c = analyse(g, a);
-    t.offset_only = t.offset_only && c.offset_only;
-    t.varies = t.varies || c.varies;
-    t.costly = t.costly || c.costly;
-    t.head = t.head || c.head;
-  }
+  for (int a : n.args) t.add(analyse(g, a));
   t.costly = t.costly || (costly_op(n.kind) && t.varies);
   return t;
 }
