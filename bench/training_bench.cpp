@@ -8,12 +8,13 @@
 //                                  kernels' describe(), says which ran)
 //   <case>/T:<T>/Dh:<Dh>/step      the forward, then the backward
 // Each call writes into buffers allocated once (kernel::into_with_lse, gradient_kernel::into), as a
-// training loop keeps its activations' and gradients' buffers from step to step. Cases (H = 8 heads, batch 1, float32, q, k, v of shape (1, H, T, Dh), dY
-// like the output): full, causal, alibi_causal, softcap_causal (cap 20), sliding_window_256, and
-// t5_bias: score + table[T5 bucket of kv_idx - q_idx, head] (32 bidirectional buckets up to a distance
-// of 128, no mask) with the table (32 × H) a weight, so its gradient is computed too. bench/cases.py
-// lists the cases the table reports (training_cases); this program registers every variant at both
-// head widths and every length of --lengths.
+// training loop keeps its activations' and gradients' buffers from step to step. Cases (H = 8
+// heads, batch 1, float32, q, k, v of shape (1, H, T, Dh), dY like the output): full, causal,
+// alibi_causal, softcap_causal (cap 20), sliding_window_256, and t5_bias: score + table[T5 bucket
+// of kv_idx - q_idx, head] (32 bidirectional buckets up to a distance of 128, no mask) with the
+// table (32 × H) a weight, so its gradient is computed too. bench/cases.py lists the cases the
+// table reports (training_cases); this program registers every variant at both head widths and
+// every length of --lengths.
 // A part that needs more memory than attnforge's budget (attn::set_memory_budget) is reported as
 // an error of that benchmark ("memory_error: ..."), and the others still run.
 //   build/bench/training_bench [--lengths=1024,2048,4096] [--benchmark_filter='^causal/T:1024/Dh:64/']
