@@ -60,7 +60,8 @@ auto expression(auto q, auto k, auto v) {
 
 // One row: every tensor of the bfloat16 kernel is bfloat16 (the queries and the output too). Prefill binds N_Q
 // (the queries known when compiling: Q·Kᵀ and P·V on bfloat16 dot products where the CPU has them);
-// decode takes it at the call (K and V converted as loaded, read once).
+// decode takes it at the call (Q·Kᵀ on the dot products, K's pairs copied per key tile; V converted
+// as loaded; the cache read once).
 template <std::int64_t D, bool Causal>
 void row(const char* what, std::int64_t nq, std::int64_t nk, bool bind_queries, int rounds, std::mt19937& rng) {
   constexpr auto Dh = dim<"Dh", D>;

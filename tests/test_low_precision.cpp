@@ -116,12 +116,13 @@ ref::mat<float> with_rounded_weights(ref::result<float> naive, const ref::mat<fl
 template <class Make>
 void expect_within_the_rule(const std::string& what, const Make& kernel_at, const std::vector<std::int64_t>& sizes, const ref::mask_pred& keep,
                             const ref::score_mod<double>& mod64, const ref::score_mod<float>& mod32, std::mt19937& rng,
-                            std::int64_t width = 32) {
+                            std::int64_t width = 32, std::int64_t keys = 0) {
   for (std::int64_t n : sizes) {
     const auto kernel = kernel_at(n);
+    const std::int64_t nk = keys > 0 ? keys : n;  // keys: as many as queries, or `keys`
     const tensor<bfloat16> qb = rounded<bfloat16>(ref::random_tensor({n, width}, rng, 2.0f)),
-                           kb = rounded<bfloat16>(ref::random_tensor({n, width}, rng, 2.0f)),
-                           vb = rounded<bfloat16>(ref::random_tensor({n, width}, rng));
+                           kb = rounded<bfloat16>(ref::random_tensor({nk, width}, rng, 2.0f)),
+                           vb = rounded<bfloat16>(ref::random_tensor({nk, width}, rng));
     const auto result = kernel(qb, kb, vb);
     constexpr bool rounds_p = std::is_same_v<std::remove_cvref_t<decltype(result)>, tensor<bfloat16>>;
     const tensor<float> y = widened(result);
@@ -235,9 +236,9 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_build_for_avx512_zen4) {
   BOOST_TEST(assembly.find("vdpbf16ps") != std::string::npos);
 }
 
-// Q·Kᵀ on bfloat16 dot products where the CPU has them and the queries are known when compiling
-// to be more than a few (T bound here: 13 queries and more; describe() says so), P·V too where the
-// output is bfloat16, every mask and modifier family within the rule; elsewhere skipped
+// Q·Kᵀ on bfloat16 dot products where the CPU has them (describe() says so), P·V too where the
+// output is bfloat16 and the queries are known when compiling to be more than a few (T bound
+// here: 13 queries and more), every mask and modifier family within the rule; elsewhere skipped
 // (bfloat16_dot_products_build_for_avx512_zen4 builds them).
 BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them, *boost::unit_test::label("dot_products")) {
   if (!has_bf16_dot_products(Halide::get_host_target())) {
@@ -283,13 +284,23 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them, *boost::unit_
   const auto s20 = scaled_scores(input<"q", bf16>(T, D20), input<"k", bf16>(T, D20));
   expect_within_the_rule("causal, Dh 20", bfloat16_output(combine(softmax(causal(s20)), input<"v", bf16>(T, D20))), {33, 257},
                          causal_keep, {}, {}, rng, 20);
-  // A query runtime-sized: its few-query version reads K converted, one kernel for every size.
-  BOOST_TEST(attn::jit(combine(softmax(causal(s)), v32)).compiled().describe().find("products=") == std::string::npos);
+  // Queries counted at the call: one kernel for every count, on the dot products too; up to 12
+  // queries (decoding) K's pairs are copied per key tile, past that once per call.
+  const auto at_the_call = [](const auto& e) {
+    auto kernel = attn::jit(e);
+    BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products (Q·Kᵀ") != std::string::npos, kernel.compiled().describe());
+    return [kernel](std::int64_t) { return kernel; };
+  };
+  expect_within_the_rule("causal, T at the call", at_the_call(combine(softmax(causal(s)), v32)), {1, 7, 12, 13, 257}, causal_keep,
+                         {}, {}, rng);
+  constexpr auto NQ = dim<"NQ">;
+  constexpr auto NK = dim<"NK">;
+  const auto decode = scaled_scores(input<"q", bf16>(NQ, D), input<"k", bf16>(NK, D));
+  expect_within_the_rule("few queries, 1000 keys", at_the_call(combine(softmax(decode), input<"v", bf16>(NK, D))), {1, 5, 12}, {}, {},
+                         {}, rng, 32, 1000);
 
   // NaN in keys and values behind key padding (a length of 0 included) reaches nothing; full key
   // tiles of 32 (P·V on pairs) beside partial ones of 16 (guarded).
-  constexpr auto NQ = dim<"NQ">;
-  constexpr auto NK = dim<"NK">;
   const auto padded = attn::jit(combine(softmax(key_padding(scaled_scores(input<"q", bf16>(NQ, Dh), input<"k", bf16>(NK, Dh)), lengths<"len">)),
                                         input<"v", bf16>(NK, Dh)),
                                 {.bind = {{"NQ", 20}}, .schedule = "kv_tile=32 partial_tile=16"});

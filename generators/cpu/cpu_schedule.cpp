@@ -2,6 +2,7 @@
 
 #include "generators/cpu/fuse_loops.hpp"
 #include "generators/cpu/matmul_schedule.hpp"
+#include "generators/cpu/pair_copy.hpp"
 
 namespace attn::gen {
 
@@ -9,10 +10,8 @@ using namespace Halide;
 
 namespace {
 
-// Pair indices per parallel task of a copy in pairs: a transposing copy's (pairs of the last dim)
-// are the pairs of one block of rows transposed in registers: 8 pairs (16 elements) a row.
+// Pair indices per parallel task of a copy in pairs of a tensor's other dim than its last.
 constexpr int pairs_per_block = 32;
-constexpr int transposed_pairs_per_block = 8;
 
 // Vectorise the innermost var, run the rest as one parallel loop; returns that loop's var.
 VarOrRVar vectorize_and_parallelize(Func f, const std::vector<Var>& vars, int vec) {
@@ -94,28 +93,9 @@ void schedule_cpu(lowered& l, const Target& target) {
         break;
       }
       case lowered::stage::pairs: {
-        // A vector of rows per pair index, each row's pair side by side, stored interleaved; blocks
-        // of pair indices per task (a task per pair index was mostly the thread pool's overhead).
-        Var rows("pairs_rows"), row("pairs_row_vector"), blocks("pair_blocks"), block("pair_block");
-        f.bound(v[0], 0, 2)
-            .split(v[1], rows, row, vec, TailStrategy::GuardWithIf)
-            .split(v[2], blocks, block, st.source.defined() ? transposed_pairs_per_block : pairs_per_block, TailStrategy::GuardWithIf)
-            .vectorize(v[0])
-            .vectorize(row);
-        if (st.source.defined()) {
-          // Pairs of the last dim: a block of rows loaded whole, transposed in registers (each row
-          // a vector load, instead of a 16-bit load per element).
-          f.reorder(v[0], row, block, rows, blocks).unroll(block);
-          const Var along = st.source.args()[0], across = st.source.args()[1];
-          st.source.compute_at(f, rows)
-              .bound_storage(along, 2 * transposed_pairs_per_block)
-              .bound_storage(across, vec)  // a fixed block on the stack (clamped rows vary its bounds)
-              .vectorize(along, 2 * transposed_pairs_per_block, TailStrategy::GuardWithIf)
-              .unroll(across, vec, TailStrategy::GuardWithIf);
-        } else {
-          f.reorder(v[0], row, rows, block, blocks);  // each pair index's rows in memory order
-        }
-        std::vector<Var> tasks{blocks};
+        // Blocks of pair indices per task (a task per pair index was mostly the thread pool's overhead).
+        const pair_blocks b = split_pair_copy(f, st.source, vec, pairs_per_block, true);
+        std::vector<Var> tasks{b.pairs};
         tasks.insert(tasks.end(), v.begin() + 3, v.end());  // lead..., batch
         f.parallel(fuse_all(f, tasks));
         break;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "generators/cpu/fuse_loops.hpp"
+#include "generators/cpu/pair_copy.hpp"
 #include "generators/cpu/register_tile.hpp"
 
 namespace attn::gen {
@@ -42,6 +43,14 @@ void transpose_per_tile(Func t, const LoopLevel& tile, const flash_schedule& s) 
       .unroll(di);
 }
 
+// K's pairs for one key tile (a paired product's stage::tile_transpose): a vector of keys' rows
+// at a time, transposed in registers; rows padded by a vector, as transpose_per_tile's.
+void pairs_per_tile(const stage& st, const LoopLevel& tile, const flash_schedule& s) {
+  Func t = st.tile_transpose;
+  t.compute_at(tile).bound_storage(t.args()[1], s.kv_tile + s.vector);
+  split_pair_copy(t, st.tile_source, s.vector, pairs_per_row_block, false);
+}
+
 // Kᵀ copied per key tile (stage_kv): its blocks are then walked outside the rows, each reused by every row.
 bool staged_right_operand(const stage& st, const flash_schedule& s) { return s.stage_kv && st.right_operand.defined(); }
 
@@ -53,7 +62,10 @@ int product_vectors(const flash_schedule& s, int keys) { return std::max(1, std:
 // product, flash_step::score's only pairwise stage); otherwise `at` is a block of `rows` rows.
 void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const LoopLevel& tile, const flash_schedule& s,
                        int rows, int keys) {
-  if (st.tile_transpose.defined()) transpose_per_tile(st.tile_transpose, tile, s);
+  if (st.tile_transpose.defined()) {
+    if (st.paired) pairs_per_tile(st, tile, s);
+    else transpose_per_tile(st.tile_transpose, tile, s);
+  }
   const int vectors = product_vectors(s, keys);
   // At most one tile's keys and one block's rows: without the bound, the clamps at the last
   // row and key make Halide size it dynamically (a heap allocation per block).

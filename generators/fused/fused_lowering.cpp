@@ -110,7 +110,7 @@ ir::element written_type(const ir::graph& g, int combine) {
 // P·V on bfloat16 dot products (flash_problem::value_pairs): V a bfloat16 tensor and the result
 // stored as bfloat16, which rounds it as much as rounding P does (PyTorch's CPU and FlashAttention's
 // bfloat16 kernels round P alike), and many queries known when compiling: decoding reads V once,
-// where a copy in pairs would read it twice (as for Q·Kᵀ: generic_lowering::runs_paired).
+// where a copy in pairs made once per call would read it twice.
 bool pairs_values(const lowering_state& s, const attention_match& m, const flash_problem& p) {
   const ir::node& v = s.g.at(m.values);
   return s.options.bf16_dot_products && !s.options.gpu && p.normalised && s.options.tiles.vector % 2 == 0 &&

@@ -335,15 +335,10 @@ Expr generic_lowering::right_operand(const ir::node& n, const std::vector<Expr>&
 
 // A product of bfloat16 pairs (lowering_options::bf16_dot_products): in a fused tile, a plain
 // (unweighted) product of a bfloat16 tensor by a transposed one (Q·Kᵀ), the contracted dim even
-// and fixed when compiling, where the queries are known when compiling to be more than a few
-// (tile_context::few_queries false: T static or bound). Decoding reads K once, where a copy in
-// pairs would read it twice (one query against 8192 keys: 2x slower), and a kernel cannot choose
-// its product per call (a select between the two computed both). Each pair's two products
-// f32(a)·f32(b) are exact; their sum with the accumulator rounds as an FMA's would (vdpbf16ps
-// flushes denormal inputs to zero).
+// and fixed when compiling. Each pair's two products f32(a)·f32(b) are exact; their sum with the
+// accumulator rounds as an FMA's would (vdpbf16ps flushes denormal inputs to zero).
 bool generic_lowering::runs_paired(const ir::node& n) const {
   if (!s_.options.bf16_dot_products || !in_fused_tile(s_, n) || n.param == static_cast<int>(ir::product_kind::weighted)) return false;
-  if (s_.tile.few_queries.defined() && !is_const_zero(s_.tile.few_queries)) return false;
   const auto bf16_tensor = [&](int i) {
     const ir::node& t = s_.g.at(i);
     return (t.kind == ir::op::input || t.kind == ir::op::weight) && t.type == ir::element::bf16 && t.shape.size() >= 2;
@@ -356,8 +351,11 @@ bool generic_lowering::runs_paired(const ir::node& n) const {
 }
 
 // a·bᵀ over pairs: r.x the pair's two (innermost, vectorised with the keys), r.y the pairs; b read
-// from its copy in pairs (pairs_of), one vector of keys × 2 per load.
-RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
+// from its copy in pairs, one vector of keys × 2 per load: the copy shared by the query tiles
+// (pairs_of), or where few queries share it (tile_context::few_queries: decoding), a copy per key
+// tile (stage::tile_transpose), as right_operand's Kᵀ: K is read once, not copied through memory
+// and read again (one query against 8192 keys: 2x slower).
+RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, stage& st) {
   const int left = n.args[0], right = s_.g.at(n.args[1]).args[0];
   const ir::node& a = s_.g.at(left);
   const ir::node& b = s_.g.at(right);
@@ -371,7 +369,19 @@ RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const s
   ib.push_back(key_of_tile(s_, n, idx.back()));
   ib.push_back(r.x);
   const Expr x = s_.params.at(left)(s_.args_of(a, clamped_to_tensor(s_, left, ia)));
-  const Expr y = pairs_of(right, b.shape.size() - 1)(halide_args(ib, s_.batch, b.batched));
+  const Expr shared = pairs_of(right, b.shape.size() - 1)(halide_args(ib, s_.batch, b.batched));
+  const Expr& few_queries = s_.tile.few_queries;
+  Expr y = shared;
+  if (few_queries.defined() && !is_const_zero(few_queries)) {
+    st.tile_transpose = Func(BFloat(16), static_cast<int>(ib.size()) + (b.batched ? 1 : 0), "tile_pairs" + std::to_string(s_.count++));
+    st.tile_source = define_pairs(right, b.shape.size() - 1, st.tile_transpose);
+    // The key as the tile has it (the promise of key_of_tile is for the shared copy's bounds): an
+    // index the two branches shared would be one variable, which vectorising the pairs with the
+    // keys widens to a gather.
+    std::vector<Expr> in_tile = ib;
+    in_tile[in_tile.size() - 2] = idx.back();
+    y = select(few_queries, st.tile_transpose(halide_args(in_tile, s_.batch, b.batched)), shared);
+  }
   f(s_.args_of(n, idx)) = 0.0f;
   f(s_.args_of(n, idx)) += cast<float>(x) * cast<float>(y);
   s_.out.bf16_dot_products.scores = true;
@@ -384,6 +394,18 @@ RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const s
 Func generic_lowering::pairs_of(int t, std::size_t paired) {
   if (auto it = s_.pairs.find({t, paired}); it != s_.pairs.end()) return it->second;
   const ir::node& n = s_.g.at(t);
+  Func f(BFloat(16), static_cast<int>(n.shape.size()) + 1 + (n.batched ? 1 : 0), "pairs" + std::to_string(s_.count++));
+  const Func source = define_pairs(t, paired, f);
+  s_.out.stages.push_back({f, f.args(), stage::pairs, {}, {}, {}, {}, {}, {}});
+  s_.out.stages.back().source = source;
+  s_.pairs.emplace(std::pair{t, paired}, f);
+  return f;
+}
+
+// f(lead..., pair index, the other dim, pair) = tensor t's element; returns t's parameter wrapped
+// for f where the pairs are of t's last dim (a block of t's rows then holds f's pairs), else undefined.
+Func generic_lowering::define_pairs(int t, std::size_t paired, Func f) {
+  const ir::node& n = s_.g.at(t);
   const std::size_t rank = n.shape.size();
   if (rank < 2 || paired + 2 < rank) throw std::logic_error("pairs_of: pairs of a matrix's last two dims only");
   std::vector<Var> vars;  // row-major: lead..., pair index, the other dim, pair
@@ -391,23 +413,19 @@ Func generic_lowering::pairs_of(int t, std::size_t paired) {
   vars.emplace_back("pair_index");
   vars.emplace_back("pairs_row");
   vars.emplace_back("pair");
-  Func f(BFloat(16), static_cast<int>(vars.size()) + (n.batched ? 1 : 0), "pairs" + std::to_string(s_.count++));
   const std::vector<Expr> at = as_exprs(vars);
   std::vector<Expr> element(at.begin(), at.end() - 3);
   const Expr in_pairs = 2 * at[rank - 2] + at.back(), other = at[rank - 1];
   element.push_back(paired + 1 == rank ? other : in_pairs);
   element.push_back(paired + 1 == rank ? in_pairs : other);
   f(halide_args(at, s_.batch, n.batched)) = s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, element)));
-  s_.out.stages.push_back({f, s_.halide_vars(vars, n.batched), stage::pairs, {}, {}, {}, {}, {}, {}});
-  if (paired + 1 == rank) s_.out.stages.back().source = s_.params.at(t).in(f);
-  s_.pairs.emplace(std::pair{t, paired}, f);
-  return f;
+  return paired + 1 == rank ? s_.params.at(t).in(f) : Func();
 }
 
 RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, stage& st) {
   if (runs_paired(n)) {
     st.paired = true;
-    return define_paired_product(n, f, idx);
+    return define_paired_product(n, f, idx, st);
   }
   const auto& sa = s_.g.at(n.args[0]).shape;
   const auto& sb = s_.g.at(n.args[1]).shape;

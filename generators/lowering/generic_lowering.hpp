@@ -44,7 +44,8 @@ class generic_lowering {
   bool reads_float_data(int i) const;
   std::vector<Halide::Expr> past_the_end_clamped(const ir::node& n, std::vector<Halide::Expr> idx) const;
   bool runs_paired(const ir::node& n) const;
-  Halide::RDom define_paired_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx);
+  Halide::RDom define_paired_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx, stage& st);
+  Halide::Func define_pairs(int tensor, std::size_t paired, Halide::Func f);
   bool uses_score(int i) const;
   Halide::Expr offset_table_value(int i, const placeholders& ph);
   Halide::Expr divided(const ir::node& n, const Halide::Expr& x, const Halide::Expr& y) const;

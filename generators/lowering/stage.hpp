@@ -25,8 +25,10 @@ struct stage {
   // where the guard against 0·NaN can go (a schedule may specialise on it).
   Halide::Func right_finite{};
   // Products in a fused tile whose right operand is a transpose: a copy of it, computed per key
-  // tile, read where flash_funcs::few_queries holds (the shared right_operand elsewhere).
+  // tile, read where flash_funcs::few_queries holds (the shared right_operand elsewhere). Paired
+  // products: the copy is of K's pairs, laid out as a pairs stage, read from tile_source (as `source`).
   Halide::Func tile_transpose{};
+  Halide::Func tile_source{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
   // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (a wrapper
   // of its parameter), which a schedule may load in blocks of rows, to transpose in registers.
