@@ -414,12 +414,23 @@ Func generic_lowering::define_pairs(int t, std::size_t paired, Func f) {
   vars.emplace_back("pairs_row");
   vars.emplace_back("pair");
   const std::vector<Expr> at = as_exprs(vars);
-  std::vector<Expr> element(at.begin(), at.end() - 3);
-  const Expr in_pairs = 2 * at[rank - 2] + at.back(), other = at[rank - 1];
-  element.push_back(paired + 1 == rank ? other : in_pairs);
-  element.push_back(paired + 1 == rank ? in_pairs : other);
-  f(halide_args(at, s_.batch, n.batched)) = s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, element)));
-  return paired + 1 == rank ? s_.params.at(t).in(f) : Func();
+  const Expr pair_index = at[rank - 2], other = at[rank - 1], pair = at.back();
+  const auto element = [&](const Expr& in_pairs) {
+    std::vector<Expr> e(at.begin(), at.end() - 3);
+    e.push_back(paired + 1 == rank ? other : in_pairs);
+    e.push_back(paired + 1 == rank ? in_pairs : other);
+    return s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, e)));
+  };
+  const std::vector<Expr> args = halide_args(at, s_.batch, n.batched);
+  if (paired + 1 == rank) {
+    f(args) = element(2 * pair_index + pair);
+    return s_.params.at(t).in(f);
+  }
+  // Pairs of rows: each row read at an index free of `pair`, so that vectorised with the row's
+  // elements it is a dense load, the pair's two interleaved in registers (an index of pair and
+  // element vectorised together is a gather).
+  f(args) = select(pair == 0, element(2 * pair_index), element(2 * pair_index + 1));
+  return Func();
 }
 
 RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, stage& st) {
