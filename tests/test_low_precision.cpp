@@ -322,6 +322,54 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them, *boost::unit_
       }
 }
 
+// GQA and MQA (repeat_heads of a bfloat16 K and V) on the dot products too, each group's pairs
+// read by its query heads: bitwise the output of the same kernel on K and V repeated by hand, with
+// the queries bound (Q·Kᵀ and P·V on pairs) and counted at the call (few: K's pairs per key tile;
+// many), a batch of 2.
+BOOST_AUTO_TEST_CASE(grouped_heads_on_bfloat16_dot_products, *boost::unit_test::label("dot_products")) {
+  if (!has_bf16_dot_products(Halide::get_host_target())) {
+    BOOST_TEST_MESSAGE("skipped: this CPU has no AVX512-BF16");
+    return;
+  }
+  std::mt19937 rng(29);
+  constexpr auto H4 = head_dim<"H", 4>;
+  constexpr auto NQ = dim<"NQ">;
+  constexpr auto NK = dim<"NK">;
+  constexpr auto D = dim<"D", 32>;
+  const auto q4 = input<"q", bf16>(H4, NQ, D);
+  const auto by_hand = combine(softmax(scaled_scores(q4, input<"k", bf16>(H4, NK, D))), input<"v", bf16>(H4, NK, D));
+  const auto check = [&](const auto& grouped, std::int64_t groups) {
+    for (const std::int64_t nq : {5, 20}) {
+      for (const bool bound : {false, true}) {
+        attn::jit_options o;
+        if (bound) o.bind = {{"NQ", nq}};
+        const auto kernel = attn::jit(grouped, o), reference = attn::jit(by_hand, o);
+        const bool pv_on_pairs = bound && nq > 12;
+        BOOST_TEST(kernel.compiled().describe().find(pv_on_pairs ? "products=bfloat16 dot products (Q·Kᵀ and P·V,"
+                                                                 : "products=bfloat16 dot products (Q·Kᵀ,") != std::string::npos,
+                   kernel.compiled().describe());
+        const tensor<bfloat16> qt = rounded<bfloat16>(ref::random_tensor({2, 4, nq, 32}, rng)),
+                               kt = rounded<bfloat16>(ref::random_tensor({2, groups, 70, 32}, rng)),
+                               vt = rounded<bfloat16>(ref::random_tensor({2, groups, 70, 32}, rng));
+        tensor<bfloat16> k4({2, 4, 70, 32}), v4({2, 4, 70, 32});
+        for (std::int64_t b = 0; b < 2; ++b)
+          for (std::int64_t h = 0; h < 4; ++h)
+            for (std::int64_t j = 0; j < 70; ++j)
+              for (std::int64_t d = 0; d < 32; ++d) {
+                k4(b, h, j, d) = kt(b, h / (4 / groups), j, d);
+                v4(b, h, j, d) = vt(b, h / (4 / groups), j, d);
+              }
+        BOOST_TEST(same_bits(kernel(qt, kt, vt), reference(qt, k4, v4)), groups << " groups, " << nq << " queries, bound " << bound);
+      }
+    }
+  };
+  constexpr auto G = head_dim<"G", 2>;
+  check(combine(softmax(scaled_scores(q4, repeat_heads(input<"k", bf16>(G, NK, D), H4))), repeat_heads(input<"v", bf16>(G, NK, D), H4)), 2);
+  constexpr auto G1 = head_dim<"G", 1>;
+  check(combine(softmax(scaled_scores(q4, repeat_heads(input<"k", bf16>(G1, NK, D), H4))), repeat_heads(input<"v", bf16>(G1, NK, D), H4)),
+        1);
+}
+
 BOOST_AUTO_TEST_CASE(mixed_types_masked_nan_and_errors) {
   std::mt19937 rng(3);
   constexpr auto NQ = dim<"NQ">;

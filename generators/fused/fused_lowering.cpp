@@ -111,11 +111,10 @@ ir::element written_type(const ir::graph& g, int combine) {
 // stored as bfloat16, which rounds it as much as rounding P does (PyTorch's CPU and FlashAttention's
 // bfloat16 kernels round P alike), and many queries known when compiling: decoding reads V once,
 // where a copy in pairs made once per call would read it twice.
-bool pairs_values(const lowering_state& s, const attention_match& m, const flash_problem& p) {
-  const ir::node& v = s.g.at(m.values);
+// V may be a tensor of groups that repeat_heads reads (GQA).
+bool pairs_values(const generic_lowering& rules, const lowering_state& s, const attention_match& m, const flash_problem& p) {
   return s.options.bf16_dot_products && !s.options.gpu && p.normalised && s.options.tiles.vector % 2 == 0 &&
-         is_const_zero(p.few_queries) && (v.kind == ir::op::input || v.kind == ir::op::weight) && v.type == ir::element::bf16 &&
-         v.shape.size() >= 2 && stored_as_bf16(s.g, m.combine);
+         is_const_zero(p.few_queries) && rules.bf16_tensor(rules.tensor_behind_repeats(m.values)) && stored_as_bf16(s.g, m.combine);
 }
 
 }  // namespace
@@ -158,12 +157,15 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   }
   if (const Type written = stored_type(written_type(s.g, m.combine)); written != Float(32))
     p.stored = [written](const Expr& x) { return stored_as(written, x); };
-  if (pairs_values(s, m, p)) {
+  if (pairs_values(rules, s, m, p)) {
     p.value_pairs = [&rules, &s, m](const std::vector<Expr>& lead, const Expr& pair, const Expr& d, const Expr& j) {
-      const ir::node& v = s.g.at(m.values);
-      std::vector<Expr> idx = lead_index(v.shape, lead);
+      std::vector<Expr> idx = lead_index(s.g.at(m.values).shape, lead);
+      idx.insert(idx.end(), {Expr(), Expr()});
+      const int values = rules.tensor_behind_repeats(m.values, &idx);
+      const ir::node& v = s.g.at(values);
+      idx.resize(idx.size() - 2);
       idx.insert(idx.end(), {pair, d, j});
-      return rules.pairs_of(m.values, v.shape.size() - 2)(halide_args(idx, s.batch, v.batched));
+      return rules.pairs_of(values, v.shape.size() - 2)(halide_args(idx, s.batch, v.batched));
     };
     s.out.bf16_dot_products.values = true;
   }

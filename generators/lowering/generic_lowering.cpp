@@ -339,15 +339,27 @@ Expr generic_lowering::right_operand(const ir::node& n, const std::vector<Expr>&
 // accumulator rounds as an FMA's would (vdpbf16ps flushes denormal inputs to zero).
 bool generic_lowering::runs_paired(const ir::node& n) const {
   if (!s_.options.bf16_dot_products || !in_fused_tile(s_, n) || n.param == static_cast<int>(ir::product_kind::weighted)) return false;
-  const auto bf16_tensor = [&](int i) {
-    const ir::node& t = s_.g.at(i);
-    return (t.kind == ir::op::input || t.kind == ir::op::weight) && t.type == ir::element::bf16 && t.shape.size() >= 2;
-  };
   const ir::node& a = s_.g.at(n.args[0]);
   const ir::node& b = s_.g.at(n.args[1]);
   const std::int64_t k = a.shape.empty() ? 0 : a.shape.back().size;
-  return bf16_tensor(n.args[0]) && b.kind == ir::op::transpose && bf16_tensor(b.args[0]) && k > 0 && k % 2 == 0 &&
-         a.shape.size() >= 2 && n.shape.size() >= 2;
+  return bf16_tensor(n.args[0]) && b.kind == ir::op::transpose && bf16_tensor(tensor_behind_repeats(b.args[0])) && k > 0 &&
+         k % 2 == 0 && a.shape.size() >= 2 && n.shape.size() >= 2;
+}
+
+bool generic_lowering::bf16_tensor(int i) const {
+  const ir::node& t = s_.g.at(i);
+  return (t.kind == ir::op::input || t.kind == ir::op::weight) && t.type == ir::element::bf16 && t.shape.size() >= 2;
+}
+
+int generic_lowering::tensor_behind_repeats(int i, std::vector<Expr>* lead) const {
+  while (s_.g.at(i).kind == ir::op::repeat_heads) {
+    const ir::node& n = s_.g.at(i);
+    const ir::node& groups = s_.g.at(n.args[0]);
+    const std::size_t heads = n.shape.size() - 3;  // (.., h, t, d): the repeated dim, as value() reads it
+    if (lead != nullptr) (*lead)[heads] = (*lead)[heads] / static_cast<int>(n.shape[heads].size / groups.shape[heads].size);
+    i = n.args[0];
+  }
+  return i;
 }
 
 // a·bᵀ over pairs: r.x the pair's two (innermost, vectorised with the keys), r.y the pairs; b read
@@ -356,15 +368,20 @@ bool generic_lowering::runs_paired(const ir::node& n) const {
 // tile (stage::tile_transpose), as right_operand's Kᵀ: K is read once, not copied through memory
 // and read again (one query against 8192 keys: 2x slower).
 RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const std::vector<Expr>& idx, stage& st) {
-  const int left = n.args[0], right = s_.g.at(n.args[1]).args[0];
+  const int left = n.args[0], transposed = s_.g.at(n.args[1]).args[0];
   const ir::node& a = s_.g.at(left);
-  const ir::node& b = s_.g.at(right);
   const RDom r({{0, 2}, {0, static_cast<int>(a.shape.back().size / 2)}}, "k");
   const std::vector<Expr> lead(idx.begin(), idx.end() - 2);
   std::vector<Expr> ia = lead_index(a.shape, lead);
   ia.push_back(row_inside(s_, n, a.shape, idx[idx.size() - 2]));
   ia.push_back(2 * r.y + r.x);
-  std::vector<Expr> ib = lead_index(b.shape, lead);
+  // K, or the tensor of groups that repeat_heads reads (GQA): its pairs copied once, read by each
+  // query head of a group.
+  std::vector<Expr> ib = lead_index(s_.g.at(transposed).shape, lead);
+  ib.insert(ib.end(), {Expr(), Expr()});
+  const int right = tensor_behind_repeats(transposed, &ib);
+  const ir::node& b = s_.g.at(right);
+  ib.resize(ib.size() - 2);
   ib.push_back(r.y);
   ib.push_back(key_of_tile(s_, n, idx.back()));
   ib.push_back(r.x);
