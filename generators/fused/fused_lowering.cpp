@@ -160,10 +160,8 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   if (pairs_values(rules, s, m, p)) {
     p.value_pairs = [&rules, &s, m](const std::vector<Expr>& lead, const Expr& pair, const Expr& d, const Expr& j) {
       std::vector<Expr> idx = lead_index(s.g.at(m.values).shape, lead);
-      idx.insert(idx.end(), {Expr(), Expr()});
       const int values = rules.tensor_behind_repeats(m.values, &idx);
       const ir::node& v = s.g.at(values);
-      idx.resize(idx.size() - 2);
       idx.insert(idx.end(), {pair, d, j});
       return rules.pairs_of(values, v.shape.size() - 2)(halide_args(idx, s.batch, v.batched));
     };

@@ -356,7 +356,7 @@ int generic_lowering::tensor_behind_repeats(int i, std::vector<Expr>* lead) cons
     const ir::node& n = s_.g.at(i);
     const ir::node& groups = s_.g.at(n.args[0]);
     const std::size_t heads = n.shape.size() - 3;  // (.., h, t, d): the repeated dim, as value() reads it
-    if (lead != nullptr) (*lead)[heads] = (*lead)[heads] / static_cast<int>(n.shape[heads].size / groups.shape[heads].size);
+    if (lead != nullptr) lead->back() = lead->back() / static_cast<int>(n.shape[heads].size / groups.shape[heads].size);
     i = n.args[0];
   }
   return i;
@@ -378,10 +378,8 @@ RDom generic_lowering::define_paired_product(const ir::node& n, Func& f, const s
   // K, or the tensor of groups that repeat_heads reads (GQA): its pairs copied once, read by each
   // query head of a group.
   std::vector<Expr> ib = lead_index(s_.g.at(transposed).shape, lead);
-  ib.insert(ib.end(), {Expr(), Expr()});
   const int right = tensor_behind_repeats(transposed, &ib);
   const ir::node& b = s_.g.at(right);
-  ib.resize(ib.size() - 2);
   ib.push_back(r.y);
   ib.push_back(key_of_tile(s_, n, idx.back()));
   ib.push_back(r.x);

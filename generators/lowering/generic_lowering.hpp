@@ -41,9 +41,9 @@ class generic_lowering {
   Halide::Func pairs_of(int tensor, std::size_t paired);
   // Is node i a bfloat16 input or weight of two dims or more?
   bool bf16_tensor(int i) const;
-  // The node that node i reads through repeat_heads (GQA, MQA), i itself if none; with `index`
-  // (node i's row-major index, at least its dims before the last two), that index mapped to it.
-  int tensor_behind_repeats(int i, std::vector<Halide::Expr>* index = nullptr) const;
+  // The node that node i reads through repeat_heads (GQA, MQA), i itself if none; with `lead`
+  // (node i's index in its dims before the last two, as lead_index gives it), that index mapped to it.
+  int tensor_behind_repeats(int i, std::vector<Halide::Expr>* lead = nullptr) const;
 
  private:
   bool reads_float_data(int i) const;
