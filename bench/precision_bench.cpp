@@ -1,8 +1,12 @@
 // bfloat16 against float32 tensors, the same kernels otherwise: prefill (full and causal attention,
-// H = 8, T x T) and decode (a few queries against a long key/value cache). Each case's two kernels
-// run alternately, one call each per round; the table takes each one's best round. Prints a
-// Markdown table; scripts/precision_bench.sh runs it and files it in docs/performance.md.
-//   precision_bench [--quick] [--rounds N]
+// H = 8, T x T; causal with grouped key/value heads, GQA 8/2) and decode (a few queries against a
+// long key/value cache, also GQA 8/2). Each case's two kernels run alternately, one call each per
+// round; the table takes each one's best round. Prints a Markdown table; scripts/precision_bench.sh
+// runs it and files it in docs/performance.md.
+//   precision_bench [--quick] [--rounds N] [--target TARGET]
+//     --target   both kernels compiled for this Halide target instead of the host's, e.g.
+//                x86-64-linux-avx2-fma-f16c: what a CPU with those features only runs (here, on
+//                this CPU's cores)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +56,13 @@ std::pair<double, double> best_times(const K32& k32, const K16& k16, int rounds,
   return {b32, b16};
 }
 
+// K and V of `kv_heads` heads, each read by 8 / kv_heads query heads (GQA; MQA with 1).
+template <std::int64_t KvHeads, class Keys>
+auto grouped(Keys keys) {
+  if constexpr (KvHeads == 8) return keys;
+  else return repeat_heads(keys, H);
+}
+
 template <bool Causal>
 auto expression(auto q, auto k, auto v) {
   if constexpr (Causal) return combine(softmax(causal(scaled_scores(q, k))), v);
@@ -61,23 +72,30 @@ auto expression(auto q, auto k, auto v) {
 // One row: every tensor of the bfloat16 kernel is bfloat16 (the queries and the output too). Prefill binds N_Q
 // (the queries known when compiling: Q·Kᵀ and P·V on bfloat16 dot products where the CPU has them);
 // decode takes it at the call (Q·Kᵀ on the dot products, K's pairs copied per key tile; V converted
-// as loaded; the cache read once).
-template <std::int64_t D, bool Causal>
-void row(const char* what, std::int64_t nq, std::int64_t nk, bool bind_queries, int rounds, std::mt19937& rng) {
+// as loaded; the cache read once). K and V have KvHeads heads (8: one per query head).
+template <std::int64_t D, bool Causal, std::int64_t KvHeads = 8>
+void row(const char* what, std::int64_t nq, std::int64_t nk, bool bind_queries, int rounds, const std::string& target, std::mt19937& rng) {
   constexpr auto Dh = dim<"Dh", D>;
+  constexpr auto G = [] {
+    if constexpr (KvHeads == 8) return H;
+    else return head_dim<"G", KvHeads>;
+  }();
   attn::jit_options o;
   if (bind_queries) o.bind = {{"NQ", nq}};
-  const auto k32 = attn::jit(expression<Causal>(input<"q">(H, NQ, Dh), input<"k">(H, NK, Dh), input<"v">(H, NK, Dh)), o);
-  const auto k16 =
-      attn::jit(expression<Causal>(input<"q", bf16>(H, NQ, Dh), input<"k", bf16>(H, NK, Dh), input<"v", bf16>(H, NK, Dh)), o);
+  if (!target.empty()) o.target = target;
+  const auto k32 = attn::jit(expression<Causal>(input<"q">(H, NQ, Dh), grouped<KvHeads>(input<"k">(G, NK, Dh)), grouped<KvHeads>(input<"v">(G, NK, Dh))), o);
+  const auto k16 = attn::jit(expression<Causal>(input<"q", bf16>(H, NQ, Dh), grouped<KvHeads>(input<"k", bf16>(G, NK, Dh)),
+                                                grouped<KvHeads>(input<"v", bf16>(G, NK, Dh))),
+                             o);
   // Which products run on bfloat16 dot products (describe()), or none: every tensor converted as loaded.
   const std::string how = k16.compiled().describe();
   const char* products = how.find("(Q·Kᵀ and P·V,") != std::string::npos        ? "Q·Kᵀ and P·V"
                          : how.find("products=bfloat16 dot products") != std::string::npos ? "Q·Kᵀ"
                                                                                            : "converted";
-  const auto q = random_tensor<float>({1, 8, nq, D}, rng), k = random_tensor<float>({1, 8, nk, D}, rng), v = random_tensor<float>({1, 8, nk, D}, rng);
-  const auto qb = random_tensor<bfloat16>({1, 8, nq, D}, rng), kb = random_tensor<bfloat16>({1, 8, nk, D}, rng),
-             vb = random_tensor<bfloat16>({1, 8, nk, D}, rng);
+  const auto q = random_tensor<float>({1, 8, nq, D}, rng), k = random_tensor<float>({1, KvHeads, nk, D}, rng),
+             v = random_tensor<float>({1, KvHeads, nk, D}, rng);
+  const auto qb = random_tensor<bfloat16>({1, 8, nq, D}, rng), kb = random_tensor<bfloat16>({1, KvHeads, nk, D}, rng),
+             vb = random_tensor<bfloat16>({1, KvHeads, nk, D}, rng);
   const auto [t32, t16] = best_times(k32, k16, rounds, std::tuple{q, k, v}, std::tuple{qb, kb, vb});
   std::printf("| %s | %lld | %lld | %lld | %s | %.3f | %.3f | %.2fx |\n", what, static_cast<long long>(nq), static_cast<long long>(nk),
               static_cast<long long>(D), products, t32 * 1e3, t16 * 1e3, t32 / t16);
@@ -89,12 +107,14 @@ void row(const char* what, std::int64_t nq, std::int64_t nk, bool bind_queries, 
 int main(int argc, char** argv) {
   bool quick = false;
   int rounds = 5;
+  std::string target;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--target" && i + 1 < argc) target = argv[++i];
     else {
-      std::fprintf(stderr, "usage: precision_bench [--quick] [--rounds N]\n");
+      std::fprintf(stderr, "usage: precision_bench [--quick] [--rounds N] [--target TARGET]\n");
       return 2;
     }
   }
@@ -103,12 +123,16 @@ int main(int argc, char** argv) {
               "|---|---|---|---|---|---|---|---|\n");
   const std::vector<std::int64_t> lengths = quick ? std::vector<std::int64_t>{256} : std::vector<std::int64_t>{1024, 2048, 4096};
   for (std::int64_t t : lengths) {
-    row<64, false>("prefill, full", t, t, true, rounds, rng);
-    row<128, false>("prefill, full", t, t, true, rounds, rng);
-    row<64, true>("prefill, causal", t, t, true, rounds, rng);
-    row<128, true>("prefill, causal", t, t, true, rounds, rng);
+    row<64, false>("prefill, full", t, t, true, rounds, target, rng);
+    row<128, false>("prefill, full", t, t, true, rounds, target, rng);
+    row<64, true>("prefill, causal", t, t, true, rounds, target, rng);
+    row<128, true>("prefill, causal", t, t, true, rounds, target, rng);
+    row<128, true, 2>("prefill, causal, GQA 8/2", t, t, true, rounds, target, rng);
   }
   const std::vector<std::int64_t> caches = quick ? std::vector<std::int64_t>{2048} : std::vector<std::int64_t>{8192, 32768};
-  for (std::int64_t n : caches)
-    for (std::int64_t queries : {1, 8}) row<128, false>("decode", queries, n, false, quick ? 2 : 4 * rounds, rng);
+  const int decode_rounds = quick ? 2 : 4 * rounds;
+  for (std::int64_t n : caches) {
+    for (std::int64_t queries : {1, 8}) row<128, false>("decode", queries, n, false, decode_rounds, target, rng);
+    row<128, false, 2>("decode, GQA 8/2", 8, n, false, decode_rounds, target, rng);
+  }
 }

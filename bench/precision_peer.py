@@ -4,6 +4,7 @@ speed-up over it (scripts/precision_bench.sh runs it after the table, in the sam
    .venv-peers/bin/python bench/precision_peer.py [--rounds N] < table.md"""
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -23,13 +24,17 @@ def best_ms(call, rounds):
 
 
 def sdpa_ms(case, queries, keys, dh, rounds):
+    """SDPA on the case's bfloat16 tensors; "GQA H/G" in the case: K and V with G heads (enable_gqa)."""
     g = torch.Generator().manual_seed(0)
+    gqa = re.search(r"GQA (\d+)/(\d+)", case)
+    kv_heads = int(gqa.group(2)) if gqa else 8
     q = torch.randn(1, 8, queries, dh, generator=g).to(torch.bfloat16)
-    k = torch.randn(1, 8, keys, dh, generator=g).to(torch.bfloat16)
-    v = torch.randn(1, 8, keys, dh, generator=g).to(torch.bfloat16)
+    k = torch.randn(1, kv_heads, keys, dh, generator=g).to(torch.bfloat16)
+    v = torch.randn(1, kv_heads, keys, dh, generator=g).to(torch.bfloat16)
     causal = "causal" in case
+    sdpa = torch.nn.functional.scaled_dot_product_attention
     with torch.no_grad():
-        return best_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal), rounds)
+        return best_ms(lambda: sdpa(q, k, v, is_causal=causal, enable_gqa=gqa is not None), rounds)
 
 
 def main():
@@ -46,7 +51,7 @@ def main():
         elif line.startswith("| "):
             case, queries, keys, dh = cells[0], int(cells[1]), int(cells[2]), int(cells[3])
             ours = float(cells[6])
-            rounds = args.rounds * (4 if case == "decode" else 1)
+            rounds = args.rounds * (4 if case.startswith("decode") else 1)
             theirs = sdpa_ms(case, queries, keys, dh, rounds)
             print(line + f" {theirs:.3f} | {theirs / ours:.2f}x |", flush=True)
         else:
