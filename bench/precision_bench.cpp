@@ -87,18 +87,17 @@ void row(const char* what, std::int64_t nq, std::int64_t nk, bool bind_queries, 
   const auto k16 = attn::jit(expression<Causal>(input<"q", bf16>(H, NQ, Dh), grouped<KvHeads>(input<"k", bf16>(G, NK, Dh)),
                                                 grouped<KvHeads>(input<"v", bf16>(G, NK, Dh))),
                              o);
-  // Which products run on bfloat16 dot products (describe()), or none: every tensor converted as loaded.
-  const std::string how = k16.compiled().describe();
-  const char* products = how.find("(Q·Kᵀ and P·V,") != std::string::npos        ? "Q·Kᵀ and P·V"
-                         : how.find("products=bfloat16 dot products") != std::string::npos ? "Q·Kᵀ"
-                                                                                           : "converted";
+  // Which products run on bfloat16 dot products (describe()'s words), or none: every tensor converted as loaded.
+  const std::string how = k16.compiled().describe(), mark = "products=bfloat16 dot products (";
+  const std::size_t at = how.find(mark);
+  const std::string products = at == std::string::npos ? "converted" : how.substr(at + mark.size(), how.find(", vdpbf16ps", at) - at - mark.size());
   const auto q = random_tensor<float>({1, 8, nq, D}, rng), k = random_tensor<float>({1, KvHeads, nk, D}, rng),
              v = random_tensor<float>({1, KvHeads, nk, D}, rng);
   const auto qb = random_tensor<bfloat16>({1, 8, nq, D}, rng), kb = random_tensor<bfloat16>({1, KvHeads, nk, D}, rng),
              vb = random_tensor<bfloat16>({1, KvHeads, nk, D}, rng);
   const auto [t32, t16] = best_times(k32, k16, rounds, std::tuple{q, k, v}, std::tuple{qb, kb, vb});
   std::printf("| %s | %lld | %lld | %lld | %s | %.3f | %.3f | %.2fx |\n", what, static_cast<long long>(nq), static_cast<long long>(nk),
-              static_cast<long long>(D), products, t32 * 1e3, t16 * 1e3, t32 / t16);
+              static_cast<long long>(D), products.c_str(), t32 * 1e3, t16 * 1e3, t32 / t16);
   std::fflush(stdout);
 }
 

@@ -139,7 +139,8 @@ std::string describe(const ir::graph& g, bool fused, const std::string& schedule
   }
   if (!stored.empty()) read += stored + " (rounded as stored)";
   if (const gen::bf16_products& b = bf16_dot_products; b.scores || b.values) {
-    const std::string which = b.scores && b.values ? "Q·Kᵀ and P·V" : b.scores ? "Q·Kᵀ" : "P·V";
+    const std::string scores = b.scores_beyond > 0 ? "Q·Kᵀ beyond " + std::to_string(b.scores_beyond) + " queries" : "Q·Kᵀ";
+    const std::string which = b.scores && b.values ? scores + " and P·V" : b.scores ? scores : "P·V";
     read += " products=bfloat16 dot products (" + which + ", vdpbf16ps" + (b.values ? "; P rounded to bfloat16)" : ")");
   }
   if (!fused) return "path=generic" + read;

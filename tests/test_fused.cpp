@@ -354,11 +354,12 @@ std::vector<std::string> allocations(const std::string& loop_nest) {
 BOOST_AUTO_TEST_CASE(a_width_bound_when_compiling_sizes_buffers_as_a_static_one) {
   // V's width bound by jit_options::bind must give the state and the per-tile buffers the sizes a
   // static width gives (unbounded, P·V's register tiles have run-time extents: 1.6× slower).
-  constexpr auto W = dim<"W">;
+  // The width known at the call, named as the static one (loop names carry it).
+  constexpr auto W = dim<"Dh">;
   constexpr auto qb = input<"q">(H, NQ, W);
   constexpr auto kb = input<"k">(H, NK, W);
   constexpr auto vb = input<"v">(H, NK, W);
-  const auto bound = attn::jit(combine(softmax(causal(scaled_scores(qb, kb))), vb), {.bind = {{"W", width}}});
+  const auto bound = attn::jit(combine(softmax(causal(scaled_scores(qb, kb))), vb), {.bind = {{"Dh", width}}});
   const auto fixed = attn::jit(attention(causal(s)));
   const std::vector<std::string> want = allocations(fixed.compiled().loop_nest());
   BOOST_TEST_REQUIRE(want.size() > 3u);

@@ -284,19 +284,21 @@ BOOST_AUTO_TEST_CASE(bfloat16_dot_products_where_the_cpu_has_them, *boost::unit_
   const auto s20 = scaled_scores(input<"q", bf16>(T, D20), input<"k", bf16>(T, D20));
   expect_within_the_rule("causal, Dh 20", bfloat16_output(combine(softmax(causal(s20)), input<"v", bf16>(T, D20))), {33, 257},
                          causal_keep, {}, {}, rng, 20);
-  // Queries counted at the call: one kernel for every count, on the dot products too; up to 12
-  // queries (decoding) K's pairs are copied per key tile, past that once per call.
+  // Queries counted at the call: one kernel for every count, on the dot products too; up to 4
+  // queries Q·Kᵀ runs as partial dot products in float32 (K's rows read as they are), up to 12
+  // (decoding) on K's pairs copied per key tile, past that once per call.
   const auto at_the_call = [](const auto& e) {
     auto kernel = attn::jit(e);
-    BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products (Q·Kᵀ") != std::string::npos, kernel.compiled().describe());
+    BOOST_TEST(kernel.compiled().describe().find("products=bfloat16 dot products (Q·Kᵀ beyond 4 queries") != std::string::npos,
+               kernel.compiled().describe());
     return [kernel](std::int64_t) { return kernel; };
   };
-  expect_within_the_rule("causal, T at the call", at_the_call(combine(softmax(causal(s)), v32)), {1, 7, 12, 13, 257}, causal_keep,
+  expect_within_the_rule("causal, T at the call", at_the_call(combine(softmax(causal(s)), v32)), {1, 4, 5, 7, 12, 13, 257}, causal_keep,
                          {}, {}, rng);
   constexpr auto NQ = dim<"NQ">;
   constexpr auto NK = dim<"NK">;
   const auto decode = scaled_scores(input<"q", bf16>(NQ, D), input<"k", bf16>(NK, D));
-  expect_within_the_rule("few queries, 1000 keys", at_the_call(combine(softmax(decode), input<"v", bf16>(NK, D))), {1, 5, 12}, {}, {},
+  expect_within_the_rule("few queries, 1000 keys", at_the_call(combine(softmax(decode), input<"v", bf16>(NK, D))), {1, 3, 5, 12}, {}, {},
                          {}, rng, 32, 1000);
 
   // NaN in keys and values behind key padding (a length of 0 included) reaches nothing; full key
@@ -339,15 +341,17 @@ BOOST_AUTO_TEST_CASE(grouped_heads_on_bfloat16_dot_products, *boost::unit_test::
   const auto q4 = input<"q", bf16>(H4, NQ, D);
   const auto by_hand = combine(softmax(scaled_scores(q4, input<"k", bf16>(H4, NK, D))), input<"v", bf16>(H4, NK, D));
   const auto check = [&](const auto& grouped, std::int64_t groups) {
-    for (const std::int64_t nq : {5, 20}) {
+    for (const std::int64_t nq : {3, 5, 20}) {
       for (const bool bound : {false, true}) {
         attn::jit_options o;
         if (bound) o.bind = {{"NQ", nq}};
         const auto kernel = attn::jit(grouped, o), reference = attn::jit(by_hand, o);
-        const bool pv_on_pairs = bound && nq > 12;
-        BOOST_TEST(kernel.compiled().describe().find(pv_on_pairs ? "products=bfloat16 dot products (Q·Kᵀ and P·V,"
-                                                                 : "products=bfloat16 dot products (Q·Kᵀ,") != std::string::npos,
-                   kernel.compiled().describe());
+        // Bound: P·V on pairs past 12 queries, Q·Kᵀ past 4 (partial dot products in float32 up to 4).
+        const std::string how = kernel.compiled().describe();
+        if (!bound) BOOST_TEST(how.find("products=bfloat16 dot products (Q·Kᵀ beyond 4 queries,") != std::string::npos, how);
+        else if (nq > 12) BOOST_TEST(how.find("products=bfloat16 dot products (Q·Kᵀ and P·V,") != std::string::npos, how);
+        else if (nq > 4) BOOST_TEST(how.find("products=bfloat16 dot products (Q·Kᵀ,") != std::string::npos, how);
+        else BOOST_TEST(how.find("products=bfloat16") == std::string::npos, how);
         const tensor<bfloat16> qt = rounded<bfloat16>(ref::random_tensor({2, 4, nq, 32}, rng)),
                                kt = rounded<bfloat16>(ref::random_tensor({2, groups, 70, 32}, rng)),
                                vt = rounded<bfloat16>(ref::random_tensor({2, groups, 70, 32}, rng));

@@ -51,6 +51,31 @@ void pairs_per_tile(const stage& st, const LoopLevel& tile, const flash_schedule
   split_pair_copy(t, st.tile_source, s.vector, pairs_per_row_block, false);
 }
 
+// Partial dot products of few queries (stage::dots) and their sums, computed where their product
+// is: a register tile of keys × rows (independent sums, the lanes a vector each) along the
+// contracted dim, each vector of a key's row and of a query's row loaded once per tile; the sums a
+// vector of keys at a time (the lanes transposed in registers), not in the product's register
+// tiles (unrolled there, they took minutes to compile).
+void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, int vector) {
+  const int keys_per_step = 4, rows_per_step = vector >= 16 ? 4 : 2;  // 16 or 8 of 32 or 16 registers
+  Func dots = st.dots, sums = st.dot_sums;
+  const std::vector<Var> v = dots.args();
+  const Var lane = v[0], key = v[1], row = v[2];
+  Var ko("dot_keys"), ki, ro("dot_rows"), ri;
+  dots.compute_at(at).bound_storage(key, keys).bound_storage(row, rows).vectorize(lane);
+  dots.update()
+      .split(key, ko, ki, keys_per_step, TailStrategy::GuardWithIf)
+      .split(row, ro, ri, rows_per_step, TailStrategy::GuardWithIf)
+      .reorder(lane, ki, ri, dots.rvars()[0], ko, ro)
+      .vectorize(lane)
+      .unroll(ki)
+      .unroll(ri);
+  const Var sum_key = sums.args()[0], sum_row = sums.args()[1];
+  sums.compute_at(at).bound_storage(sum_key, keys).bound_storage(sum_row, rows).vectorize(sum_key, vector, TailStrategy::GuardWithIf);
+  never_partition(dots);
+  never_partition(sums);
+}
+
 // Kᵀ copied per key tile (stage_kv): its blocks are then walked outside the rows, each reused by every row.
 bool staged_right_operand(const stage& st, const flash_schedule& s) { return s.stage_kv && st.right_operand.defined(); }
 
@@ -77,6 +102,7 @@ void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const 
     st.func.bound_storage(st.vars[0], s.kv_tile).bound_storage(st.vars[1], rows);
     st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
   }
+  if (st.dots.defined()) few_query_dots(st, at, in_registers ? s.vector * vectors : s.kv_tile, in_registers ? s.q_unroll : rows, s.vector);
   if (st.kind == stage::product) {
     if (staged_right_operand(st, s)) stage_right_operand(st, tile, s);
     // In registers the tile is one block: the order of blocks is the scores' (schedule_step).
@@ -257,7 +283,9 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
       for (int width : {64, 128}) st.specialize(f.dv_extent == width);
   };
   // Few queries known only at the call: a version of their own (one query tile of exactly N_Q
-  // rows, Kᵀ per key tile). One version: each doubles the compile time of the kernel.
+  // rows, Kᵀ per key tile), and fewer still for paired products (flash_funcs::paired_dots, first:
+  // it implies few_queries). Each version adds the compile time of the kernel.
+  if (f.paired_dots.defined() && !Internal::is_const(f.paired_dots)) for_widths(out.specialize(f.paired_dots));
   if (f.few_queries.defined() && !Internal::is_const(f.few_queries)) for_widths(out.specialize(f.few_queries));
   for_widths(out);
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);

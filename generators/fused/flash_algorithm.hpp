@@ -134,6 +134,9 @@ struct flash_funcs {
   // tiles' P·V is the plain product where it holds (a specialisation in the schedule).
   Halide::Func value_exponents, values_finite;
   Halide::Expr few_queries;  // flash_problem::few_queries: the schedule specialises on it
+  // Where a paired product (bfloat16 dot products) runs as partial dot products instead (fewer
+  // queries still: generic_lowering's paired products), a version of its own; else undefined.
+  Halide::Expr paired_dots;
   Halide::Expr q_rows;       // rows per query tile: q_tile, or N_Q where few_queries holds
   std::int64_t band = 0;  // a query keeps at most this many consecutive keys (mask_bounds.hpp); 0: unbounded
   bool diagonal = false;  // an edge of the kept keys moves with the query (causal; mask_bounds.hpp)

@@ -154,6 +154,7 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   if (!gpu) {
     p.few_rows = std::min(2 * t.q_unroll, t.q_tile);
     p.few_queries = s.tile.few_queries = simplify(p.nq <= p.few_rows);
+    s.tile.queries = p.nq;
   }
   if (const Type written = stored_type(written_type(s.g, m.combine)); written != Float(32))
     p.stored = [written](const Expr& x) { return stored_as(written, x); };
@@ -172,7 +173,8 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   s.out.flash.push_back(gpu ? flash_attention(p, gpu->q_tile, gpu->kv_tile, gpu->kv_tile, gpu->threads,
                                               gpu_lanes ? gpu->threads : 0, false, gpu_lanes)
                             : flash_attention(p, t.q_tile, t.kv_tile, t.partial_tile, t.vector, t.pack_state ? t.vector : 0, true));
-  s.tile.few_queries = Expr();
+  s.out.flash.back().paired_dots = s.tile.paired_dots;
+  s.tile.few_queries = s.tile.queries = s.tile.paired_dots = Expr();
   if (s.options.with_lse) {
     s.out.lse = s.out.flash.back().lse;
     s.out.lse_batched = p.batched;

@@ -25,6 +25,9 @@ namespace attn::gen {
 struct bf16_products {
   bool scores = false;  // Q·Kᵀ
   bool values = false;  // P·V, P rounded to bfloat16
+  // Q·Kᵀ on them only for more queries than this (fewer: partial dot products in float32,
+  // generic_lowering::few_query_dots); 0: for any number.
+  int scores_beyond = 0;
 };
 
 struct lowered {

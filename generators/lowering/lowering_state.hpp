@@ -23,6 +23,8 @@ struct tile_context {
   const ir::node* weights = nullptr;       // evaluating a fused score: its weights (queries × keys)
   std::vector<stage>* pairwise = nullptr;  // ... and where its per-pair Funcs go, one fresh copy per use
   Halide::Expr few_queries;                // lowering a fused attention: flash_problem::few_queries
+  Halide::Expr queries;                    // ... and its number of queries (flash_problem::nq)
+  Halide::Expr paired_dots;                // set by a paired product that runs as dots where this holds (flash_funcs::paired_dots)
   bool keys_inside = false;                // reading V at keys of full tiles: promised, not clamped
   std::set<int> transparent;               // masks evaluated as a fused score's `keep`, not as -inf
   // The fused backward on a CPU: each per-tile node's Func made once per pass and shared by its

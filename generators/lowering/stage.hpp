@@ -29,6 +29,10 @@ struct stage {
   // products: the copy is of K's pairs, laid out as a pairs stage, read from tile_source (as `source`).
   Halide::Func tile_transpose{};
   Halide::Func tile_source{};
+  // Products in a fused tile, where few queries read it (generic_lowering::few_query_dots): per
+  // (lane, key, query, ...), partial dot products along the contracted dim, and their sums per
+  // (key, query, ...), which func reads.
+  Halide::Func dots{}, dot_sums{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
   // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (a wrapper
   // of its parameter), which a schedule may load in blocks of rows, to transpose in registers.
