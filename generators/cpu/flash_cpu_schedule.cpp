@@ -54,8 +54,9 @@ void pairs_per_tile(const stage& st, const LoopLevel& tile, const flash_schedule
 // Partial dot products of few queries (stage::dots) and their sums, computed where their product
 // is: a register tile of keys × rows (independent sums, the lanes a vector each) along the
 // contracted dim, each vector of a key's row and of a query's row loaded once per tile; the sums a
-// vector of keys at a time (the lanes transposed in registers), not in the product's register
-// tiles (unrolled there, they took minutes to compile).
+// vector of keys at a time (the lanes transposed in registers), apart from the product's register
+// tiles (unrolled there, each tile's sums would repeat the transposition: several times the code
+// and the compile time).
 void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, int vector) {
   const int keys_per_step = 4, rows_per_step = vector >= 16 ? 4 : 2;  // 16 or 8 of 32 or 16 registers
   Func dots = st.dots, sums = st.dot_sums;
@@ -283,8 +284,9 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
       for (int width : {64, 128}) st.specialize(f.dv_extent == width);
   };
   // Few queries known only at the call: a version of their own (one query tile of exactly N_Q
-  // rows, Kᵀ per key tile), and fewer still for paired products (flash_funcs::paired_dots, first:
-  // it implies few_queries). Each version adds the compile time of the kernel.
+  // rows, Q·Kᵀ as partial dot products or on K copied per key tile), and fewer still for paired
+  // products (flash_funcs::paired_dots, first: it implies few_queries). Each version adds the
+  // compile time of the kernel.
   if (f.paired_dots.defined() && !Internal::is_const(f.paired_dots)) for_widths(out.specialize(f.paired_dots));
   if (f.few_queries.defined() && !Internal::is_const(f.few_queries)) for_widths(out.specialize(f.few_queries));
   for_widths(out);
