@@ -366,12 +366,14 @@ Expr generic_lowering::few_query_dots(const ir::node& n, const std::vector<Expr>
   at.insert(at.begin(), lane);
   // A query's row of 16-bit elements widened once (stage::dot_rows), not once per key it meets.
   const ir::node& a = s_.g.at(n.args[0]);
-  Expr query = value(n.args[0], ia, {});
+  Expr query;
   if ((a.kind == ir::op::input || a.kind == ir::op::weight) && a.type != ir::element::f32) {
     auto [rows, vars] = s_.new_func("dot_rows", a);
     rows(s_.args_of(a, as_exprs(vars))) = value(n.args[0], as_exprs(vars), {});
-    query = rows(s_.args_of(a, ia));
     st.dot_rows = rows;
+    query = rows(s_.args_of(a, ia));
+  } else {
+    query = value(n.args[0], ia, {});
   }
   Func dots("few_query_dots" + std::to_string(s_.count++));
   dots(at) = 0.0f;
