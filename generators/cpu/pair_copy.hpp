@@ -41,8 +41,17 @@ inline pair_blocks split_pair_copy(Halide::Func f, Halide::Func source, int vect
   source.compute_at(f, rows_inside ? b.rows : b.pairs)
       .bound_storage(along, 2 * pairs_per_row_block)
       .bound_storage(across, vector)  // a fixed block on the stack (clamped rows vary its bounds)
-      .vectorize(along, 2 * pairs_per_row_block, TailStrategy::GuardWithIf)
-      .unroll(across, vector, TailStrategy::GuardWithIf);
+      .vectorize(along, 2 * pairs_per_row_block, TailStrategy::GuardWithIf);
+  if (rows_inside) {
+    source.unroll(across, vector, TailStrategy::GuardWithIf);
+  } else {
+    // The block stored rows innermost: its rows' loads, unguarded (the source clamps its rows), are
+    // one interleaving store, from which each of f's vectors is two vectors interleaved. Stored row
+    // by row, f's vectors gathered 32-bit words one at a time (1.5x the copy's time, 16% of eight
+    // queries' decoding step). The copy once per call keeps that: its block's loop over pair
+    // indices has a length known at the call only, which leaves the stores apart.
+    source.reorder_storage(across, along).unroll(across, vector, TailStrategy::RoundUp);
+  }
   return b;
 }
 

@@ -192,7 +192,7 @@ bool in_fused_tile(const lowering_state& s, const ir::node& n) {
 // it): under a guard on the dim's size (a tile the sizes rule out, kept as dead code), the
 // simplifier dropped a clamp to that size, and bounds inference, which does not read the guard,
 // then asked for a whole key tile of V (a query against one key failed: "V accessed at 63").
-std::vector<Expr> clamped_to_tensor(const lowering_state& s, int i, std::vector<Expr> idx) {
+std::vector<Expr> clamped_to_tensor(const lowering_state& s, int i, std::vector<Expr> idx, bool promise_inside) {
   const ir::node& n = s.g.at(i);
   for (std::size_t k = 0; k < n.shape.size(); ++k)
     if (s.tiled_dims.contains(n.shape[k].name)) {
@@ -201,7 +201,7 @@ std::vector<Expr> clamped_to_tensor(const lowering_state& s, int i, std::vector<
                                                                                   : s.params.at(i).dim(dim).extent();
       // Keys of full tiles lie inside whenever the tile runs (mask_bounds.hpp): no clamp to
       // compute, only bounds inference to tell (it bounds the empty tile loop of N_KV < kv_tile).
-      idx[k] = s.tile.keys_inside ? unsafe_promise_clamped(idx[k], 0, size - 1) : clamp(idx[k], 0, size - 1);
+      idx[k] = s.tile.keys_inside && promise_inside ? unsafe_promise_clamped(idx[k], 0, size - 1) : clamp(idx[k], 0, size - 1);
     }
   return idx;
 }

@@ -29,7 +29,9 @@ bool in_fused_tile(const lowering_state& s, const ir::node& n);
 
 // The fused pipeline computes whole tiles, past the last query or key: terminal i's row-major
 // index with its query and key dims clamped to the tensor (their results are masked or never stored).
-std::vector<Halide::Expr> clamped_to_tensor(const lowering_state& s, int i, std::vector<Halide::Expr> idx);
+// In a full tile the keys are promised inside, not clamped, unless `promise_inside` is false (a Func
+// that reads past the keys it serves).
+std::vector<Halide::Expr> clamped_to_tensor(const lowering_state& s, int i, std::vector<Halide::Expr> idx, bool promise_inside = true);
 
 // The key index at which a per-tile product reads its right operand (Kᵀ).
 Halide::Expr key_of_tile(const lowering_state& s, const ir::node& product, const Halide::Expr& key);

@@ -494,8 +494,8 @@ Func generic_lowering::pairs_of(int t, std::size_t paired) {
   return f;
 }
 
-// f(lead..., pair index, the other dim, pair) = tensor t's element; returns t's parameter wrapped
-// for f where the pairs are of t's last dim (a block of t's rows then holds f's pairs), else undefined.
+// f(lead..., pair index, the other dim, pair) = tensor t's element; where the pairs are of t's last
+// dim (a block of t's rows then holds f's pairs), returns the Func f reads t through, else undefined.
 Func generic_lowering::define_pairs(int t, std::size_t paired, Func f) {
   const ir::node& n = s_.g.at(t);
   const std::size_t rank = n.shape.size();
@@ -515,8 +515,16 @@ Func generic_lowering::define_pairs(int t, std::size_t paired, Func f) {
   };
   const std::vector<Expr> args = halide_args(at, s_.batch, n.batched);
   if (paired + 1 == rank) {
-    f(args) = element(2 * pair_index + pair);
-    return s_.params.at(t).in(f);
+    // t read through a Func that clamps its own rows: the copy's blocks of rows may then run
+    // whole past the last row (split_pair_copy).
+    auto [source, own] = s_.new_func("pairs_source", n, BFloat(16));
+    const std::vector<Expr> at_own = as_exprs(own);
+    source(s_.args_of(n, at_own)) = s_.params.at(t)(s_.args_of(n, clamped_to_tensor(s_, t, at_own, false)));
+    std::vector<Expr> e(at.begin(), at.end() - 3);
+    e.push_back(other);
+    e.push_back(2 * pair_index + pair);
+    f(args) = source(s_.args_of(n, e));
+    return source;
   }
   // Pairs of rows: each row read at an index free of `pair`, so that vectorised with the row's
   // elements it is a dense load, the pair's two interleaved in registers (an index of pair and
