@@ -54,8 +54,8 @@ void pairs_per_tile(const stage& st, const LoopLevel& tile, const flash_schedule
 // Partial dot products of few queries (stage::dots) and their sums, computed where their product
 // is: a register tile of keys × rows (independent sums, the lanes a vector each) along the
 // contracted dim, each vector of a key's row and of a query's row loaded once per tile; the sums a
-// vector of keys at a time (the lanes transposed in registers), apart from the product's register
-// tiles (unrolled there, each tile's sums would repeat the transposition: several times the code
+// vector of keys at a time (each key's lanes halved first, stage::dot_halves), apart from the
+// product's register tiles (unrolled there, each tile would repeat them: several times the code
 // and the compile time).
 void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, int vector) {
   const int keys_per_step = 4, rows_per_step = vector >= 16 ? 4 : 2;  // 16 or 8 of 32 or 16 registers
@@ -72,7 +72,25 @@ void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, in
       .unroll(ki)
       .unroll(ri);
   const Var sum_key = sums.args()[0], sum_row = sums.args()[1];
-  sums.compute_at(at).bound_storage(sum_key, keys).bound_storage(sum_row, rows).vectorize(sum_key, vector, TailStrategy::GuardWithIf);
+  Var sum_keys("dot_sum_keys"), sum_key_vector;
+  sums.compute_at(at)
+      .bound_storage(sum_key, keys)
+      .bound_storage(sum_row, rows)
+      .split(sum_key, sum_keys, sum_key_vector, vector, TailStrategy::GuardWithIf)
+      .vectorize(sum_key_vector);
+  // The halvings per vector of keys the sums take: a vector of each key's lanes at a time.
+  int lanes = vector;
+  for (Func half : st.dot_halves) {
+    lanes /= 2;
+    const Var half_lane = half.args()[0], half_key = half.args()[1], half_row = half.args()[2];
+    half.compute_at(sums, sum_keys)
+        .bound_storage(half_lane, lanes)
+        .bound_storage(half_key, vector)
+        .bound_storage(half_row, 1)
+        .vectorize(half_lane, lanes)
+        .unroll(half_key, vector, TailStrategy::GuardWithIf);
+    never_partition(half);
+  }
   never_partition(dots);
   never_partition(sums);
 }

@@ -378,10 +378,22 @@ Expr generic_lowering::few_query_dots(const ir::node& n, const std::vector<Expr>
   Func dots("few_query_dots" + std::to_string(s_.count++));
   dots(at) = 0.0f;
   dots(at) += query * value(s_.g.at(n.args[1]).args[0], row, {});
+  // The lanes added by halves while a vector of each key's lanes halves them: a lane sum across
+  // keys reads every lane of every key apart (a transposition), 2.7x as long per sum.
+  Func last = dots;
+  int left = lanes;
+  for (; left > 2 && left % 2 == 0; left /= 2) {
+    Func half("few_query_halves" + std::to_string(s_.count++));
+    std::vector<Expr> upper = at;
+    upper.front() = lane + left / 2;
+    half(at) = last(at) + last(upper);
+    st.dot_halves.push_back(half);
+    last = half;
+  }
   Expr sum;
-  for (int j = 0; j < lanes; ++j) {
+  for (int j = 0; j < left; ++j) {
     at.front() = j;
-    sum = j == 0 ? dots(at) : sum + dots(at);
+    sum = j == 0 ? last(at) : sum + last(at);
   }
   at.erase(at.begin());
   Func sums("few_query_sums" + std::to_string(s_.count++));

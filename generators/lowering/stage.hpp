@@ -32,11 +32,14 @@ struct stage {
   // Products in a fused tile, where few queries read it (generic_lowering::few_query_dots): per
   // (lane, key, query, ...), partial dot products along the contracted dim, and their sums per
   // (key, query, ...), which func reads; where the queries' tensor is 16-bit, its rows widened to
-  // float32 (defined over its own dims), which a schedule computes once per query tile.
+  // float32 (defined over its own dims), which a schedule computes once per query tile. Between
+  // them, dot_halves: the lanes added by halves (each stage the previous one's two halves, down
+  // to two lanes), like dots per (lane, key, query, ...).
   Halide::Func dots{}, dot_sums{}, dot_rows{};
+  std::vector<Halide::Func> dot_halves{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
-  // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (a wrapper
-  // of its parameter), which a schedule may load in blocks of rows, to transpose in registers.
+  // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (its rows
+  // clamped), which a schedule may load in blocks of rows, to transpose in registers.
   Halide::Func source{};
 };
 
