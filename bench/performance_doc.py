@@ -50,13 +50,14 @@ def lscpu_model_name():
 
 
 def commit():
-    """The checkout's short commit, marked when tracked files differ from it (other than this
-    document, which the benchmark commands write: a second command after a first is still clean)."""
+    """The checkout's short commit, marked when tracked files other than the documents differ from
+    it (the documents measure nothing; the benchmark commands write this one: a second command after
+    a first is still clean)."""
     try:
         sha = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)docs/performance.md"],
+                                ":(exclude)docs", ":(exclude)*.md"],
                                capture_output=True, text=True, check=True).stdout.strip()
         return sha + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
