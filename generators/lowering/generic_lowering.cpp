@@ -378,8 +378,9 @@ Expr generic_lowering::few_query_dots(const ir::node& n, const std::vector<Expr>
   Func dots("few_query_dots" + std::to_string(s_.count++));
   dots(at) = 0.0f;
   dots(at) += query * value(s_.g.at(n.args[1]).args[0], row, {});
-  // The lanes added by halves while a vector of each key's lanes halves them: a lane sum across
-  // keys reads every lane of every key apart (a transposition), 2.7x as long per sum.
+  // The lanes summed by halves, each half the two halves of the one before (a key's lanes a
+  // vector): summed across a vector of keys, every lane of every key is read apart (a
+  // transposition), 2.7x as long a sum.
   Func last = dots;
   int left = lanes;
   for (; left > 2 && left % 2 == 0; left /= 2) {
@@ -500,7 +501,10 @@ Func generic_lowering::pairs_of(int t, std::size_t paired) {
   const ir::node& n = s_.g.at(t);
   Func f(BFloat(16), static_cast<int>(n.shape.size()) + 1 + (n.batched ? 1 : 0), "pairs" + std::to_string(s_.count++));
   const Func source = define_pairs(t, paired, f);
-  s_.out.stages.push_back({f, f.args(), stage::pairs, {}, {}, {}, {}, {}, {}});
+  std::vector<std::int64_t> extents(f.args().size(), 0);  // (pair, row, pair index, ...)
+  extents[0] = 2;
+  extents[2] = n.shape[paired].size / 2;  // 0: known at the call only
+  s_.out.stages.push_back({f, f.args(), stage::pairs, {}, {}, {}, {}, extents, {}});
   s_.out.stages.back().source = source;
   s_.pairs.emplace(std::pair{t, paired}, f);
   return f;
