@@ -2,7 +2,7 @@
 # The GPU benchmark, on a machine with an NVIDIA GPU: the measured fp32 FMA peak
 # (bench/gpu/fma_peak.cu, built here with nvcc), attnforge's CUDA kernels (build/bench/gpu/gpu_bench,
 # built beforehand with -DATTN_GPU_BENCH=ON, see bench/gpu) and the peers (bench/gpu/peers_gpu.py:
-# SDPA, FlexAttention) on the same shapes, one CSV on stdout, led by '# key: value' lines naming
+# SDPA, FlexAttention, forward and backward) on the same shapes, one CSV on stdout, led by '# key: value' lines naming
 # the run (date, gpu, driver, commit, command, fma_peak_tflops). Its table, and the dated section of
 # docs/performance.md: python3 bench/gpu/gpu_table.py RUN.csv [--docs docs/performance.md]
 #   bash scripts/gpu_bench.sh [--no-peers] [--masks full,causal,alibi,softcap,window] [T...]
@@ -32,6 +32,6 @@ echo "# fma_peak_tflops: $peak"
 status=0
 "$root/build/bench/gpu/gpu_bench" --peak-tflops "$peak" --masks "$masks" "${ts[@]}" || status=$?
 if [[ $peers == 1 ]]; then
-  python3 "$root/bench/gpu/peers_gpu.py" --peak-tflops "$peak" --masks "$masks" "${ts[@]}" | tail -n +2 || status=$?
+  python3 "$root/bench/gpu/peers_gpu.py" --backward --peak-tflops "$peak" --masks "$masks" "${ts[@]}" | tail -n +2 || status=$?
 fi
 exit $status

@@ -1,6 +1,7 @@
 """The GPU tables from scripts/gpu_bench.sh's CSV: per case, attnforge's default GPU schedule, its
 best schedule of those timed, SDPA and FlexAttention, in TFLOP/s and as a fraction of the measured
-fp32 FMA peak, and the ratios; then the default schedule's backward against its forward.
+fp32 FMA peak, and the ratios; then the default schedule's backward against its forward and the
+peers' backwards (where the run timed them: peers_gpu.py --backward).
   python3 bench/gpu/gpu_table.py GPU_BENCH.csv [--docs docs/performance.md]
       [--date D] [--gpu NAME] [--driver V] [--commit C] [--command CMD] [--fma-peak-tflops P] [--note TEXT]
 The CSV's '# key: value' lines (date, gpu, driver, commit, command, fma_peak_tflops, written by gpu_bench.sh) name the run;
@@ -22,8 +23,9 @@ KEYS = ("date", "gpu", "driver", "commit", "command", "fma_peak_tflops")  # what
 
 def read_run(path):
     """({(mask, T, Dh): {schedule or peer: (TFLOP/s, fraction of peak, ms)}}, {key: value} of '# key: value'
-    lines, the peers' torch version, {(mask, T, Dh): the backward's (TFLOP/s, fraction of peak, ms)})."""
-    cases, about, torch, backward = collections.defaultdict(dict), {}, None, {}
+    lines, the peers' torch version, {(mask, T, Dh): {attnforge, sdpa or flex: the backward's (TFLOP/s,
+    fraction of peak, ms)}})."""
+    cases, about, torch, backward = collections.defaultdict(dict), {}, None, collections.defaultdict(dict)
     with open(path) as f:
         for line in f:
             if line.startswith("#") and ":" in line:
@@ -31,15 +33,16 @@ def read_run(path):
                 about[key.strip()] = value.strip()
                 continue
             row = next(csv.reader([line]))
-            if len(row) != 9 or row[0] not in ("attnforge", "attnforge-backward", "sdpa", "flex"):
+            impls = ("attnforge", "sdpa", "flex")
+            if len(row) != 9 or row[0].removesuffix("-backward") not in impls:
                 continue
             impl, schedule, mask, t, dh, ms, gflops, peak, _err = row
             measured = (float(gflops) / 1e3, float(peak), float(ms))
-            if impl == "attnforge-backward":
-                backward[(mask, int(t), int(dh))] = measured
-                continue
-            if impl != "attnforge":
+            if not impl.startswith("attnforge"):
                 torch = schedule.removeprefix("torch ")
+            if impl.endswith("-backward"):
+                backward[(mask, int(t), int(dh))][impl.removesuffix("-backward")] = measured
+                continue
             name = schedule if impl == "attnforge" else impl
             cases[(mask, int(t), int(dh))][name] = measured
     return cases, about, torch, backward
@@ -71,19 +74,24 @@ def table(cases):
 
 
 def backward_table(cases, backward):
-    """The default schedule's backward (d_q, d_k, d_v from the saved output and log-sum-exp) beside its forward."""
-    if not backward:
-        return ""
-    lines = ["| mask | T | Dh | forward ms | backward ms | backward / forward | backward TFLOP/s (of peak) |",
-             "|---|---|---|---|---|---|---|"]
+    """The default schedule's backward (d_q, d_k, d_v from the saved output and log-sum-exp) beside its
+    forward, and the peers' backwards (autograd's, from the graph their forward kept)."""
+    lines = ["| mask | T | Dh | forward ms | backward ms | backward / forward | backward TFLOP/s (of peak) | "
+             "SDPA backward: TFLOP/s | FlexAttention backward: TFLOP/s | backward / SDPA's | backward / Flex's |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in in_order(backward):
         b = backward[key]
+        if "attnforge" not in b:
+            continue
+        mine = b["attnforge"]
         f = cases.get(key, {}).get("default")
         forward = f"{f[2]:.3f}" if f else "(not run)"
-        ratio = f"{b[2] / f[2]:.2f}" if f else "–"
-        lines.append(f"| {MASK_NAMES.get(key[0], key[0])} | {key[1]} | {key[2]} | {forward} | {b[2]:.3f} | {ratio} | "
-                     f"{b[0]:.2f} ({b[1]:.1%}) |")
-    return "\n".join(lines) + "\n"
+        ratio = f"{mine[2] / f[2]:.2f}" if f else "–"
+        peers = [f"{b[p][0]:.1f}" if p in b else "(not run)" for p in ("sdpa", "flex")]
+        speedups = [f"{mine[0] / b[p][0]:.2f}" if p in b else "–" for p in ("sdpa", "flex")]
+        lines.append(f"| {MASK_NAMES.get(key[0], key[0])} | {key[1]} | {key[2]} | {forward} | {mine[2]:.3f} | {ratio} | "
+                     f"{mine[0]:.2f} ({mine[1]:.1%}) | {peers[0]} | {peers[1]} | {speedups[0]} | {speedups[1]} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
 def main():
@@ -98,7 +106,7 @@ def main():
     for key in KEYS:
         about[key] = getattr(args, key) or about.get(key, "unknown")
     text = table(cases)
-    if backward:
+    if backward_table(cases, backward):
         text += ("\nThe backward (d_q, d_k, d_v from the output and log-sum-exp its forward saved; FLOPs 2.5 times the "
                  "forward's) with the default schedule:\n\n" + backward_table(cases, backward))
     print(text, end="")

@@ -4,9 +4,13 @@ scaled_dot_product_attention (the backend it picks for fp32; full and causal) an
 with TF32 off, so every product is plain fp32 like attnforge's.
 Each timing is the median of the calls made in about 2 s (at least 3), timed with CUDA events.
 Prints CSV rows as gpu_bench does: impl,schedule,mask,T,Dh,ms,gflops,peak_fraction,max_error
-(max_error: against the same attention in float64 on the first and last head).
+(max_error: against the same attention in float64 on the first and last head). With --backward
+each peer's backward too (impl sdpa-backward, flex-backward: autograd's d_q, d_k, d_v from a
+random d_out, the forward's graph kept; FLOPs 2.5 times the forward's, as gpu_bench counts them;
+max_error: on the first head, relative to each gradient's largest magnitude, against float64
+autograd).
 
-usage: python3 peers_gpu.py [--peak-tflops P] [--masks full,causal,...] T...
+usage: python3 peers_gpu.py [--peak-tflops P] [--masks full,causal,...] [--backward] T...
 Benchmark-only: needs torch with CUDA (the GPU machine has it); the build and the tests never do.
 """
 import argparse
@@ -72,23 +76,35 @@ def kept_pairs(mask, t):
     return 0.5 * t * t if MASKS[mask][0] else float(t) * t
 
 
+def reference(qd, kd, vd, mask, b, h):
+    """One head's attention in the precision of its inputs, as bench/gpu/kernels.cpp defines it."""
+    keep, score_mod = MASKS[mask]
+    t = qd.shape[0]
+    s = qd @ kd.T / qd.shape[1] ** 0.5
+    qi = torch.arange(t, device="cuda").view(-1, 1)
+    kv = torch.arange(t, device="cuda").view(1, -1)
+    if score_mod is not None:
+        s = score_mod(s, b, h, qi, kv)
+    if keep is not None:
+        s = s.masked_fill(~keep(b, h, qi, kv), float("-inf"))
+    return torch.softmax(s, dim=-1) @ vd
+
+
 def error(out, q, k, v, mask):
     """The largest error on the first and last head against the same attention in float64."""
-    keep, score_mod = MASKS[mask]
     worst = 0.0
     for b, h in ((0, 0), (B - 1, H - 1)):
-        qd, kd, vd = q[b, h].double(), k[b, h].double(), v[b, h].double()
-        t = qd.shape[0]
-        s = qd @ kd.T / qd.shape[1] ** 0.5
-        qi = torch.arange(t, device="cuda").view(-1, 1)
-        kv = torch.arange(t, device="cuda").view(1, -1)
-        if score_mod is not None:
-            s = score_mod(s, b, h, qi, kv)
-        if keep is not None:
-            s = s.masked_fill(~keep(b, h, qi, kv), float("-inf"))
-        ref = torch.softmax(s, dim=-1) @ vd
+        ref = reference(q[b, h].double(), k[b, h].double(), v[b, h].double(), mask, b, h)
         worst = max(worst, (out[b, h].double() - ref).abs().max().item())
     return worst
+
+
+def backward_error(grads, q, k, v, d_out, mask):
+    """The gradients' largest error on the first head, each relative to its largest magnitude,
+    against float64 autograd."""
+    qd, kd, vd = (x[0, 0].detach().double().requires_grad_() for x in (q, k, v))
+    want = torch.autograd.grad(reference(qd, kd, vd, mask, 0, 0), (qd, kd, vd), d_out[0, 0].double())
+    return max(((g[0, 0].double() - w).abs().max() / w.abs().max()).item() for g, w in zip(grads, want))
 
 
 def main():
@@ -96,6 +112,7 @@ def main():
     parser.add_argument("--peak-tflops", type=float, default=0)
     parser.add_argument("--masks", default="full,causal,alibi,softcap,window",
                         help="comma-separated: full, causal (SDPA and Flex); alibi, softcap, window (Flex)")
+    parser.add_argument("--backward", action="store_true", help="time each peer's backward too")
     parser.add_argument("T", type=int, nargs="*", default=[1024, 4096, 8192])
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -118,19 +135,29 @@ def main():
                 keep, score_mod = MASKS[mask]
                 flops = 4.0 * B * H * kept_pairs(mask, t) * dh
                 block = create_block_mask(keep, None, None, t, t, device="cuda") if keep else None
-                impls = {"flex": lambda: flex(q, k, v, score_mod=score_mod, block_mask=block)}
+                impls = {"flex": lambda q, k, v: flex(q, k, v, score_mod=score_mod, block_mask=block)}
                 if mask in ("full", "causal"):
-                    impls = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=mask == "causal"), **impls}
+                    impls = {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=mask == "causal"),
+                             **impls}
+
+                def row(name, ms, passes, err):
+                    gflops = passes * flops / (ms * 1e6)
+                    peak = gflops / (args.peak_tflops * 1e3) if args.peak_tflops else 0.0
+                    print(f"{name},torch {torch.__version__},{mask},{t},{dh},{ms:.3f},{gflops:.1f},{peak:.4f},{err:.2g}", flush=True)
+
                 for name, fn in impls.items():
                     try:
-                        ms = timed(fn)
-                        err = error(fn(), q, k, v, mask)
+                        row(name, timed(lambda: fn(q, k, v)), 1.0, error(fn(q, k, v), q, k, v, mask))
+                        if args.backward:
+                            qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+                            out = fn(qg, kg, vg)
+                            d_out = torch.rand(out.shape, device="cuda", generator=g) * 2 - 1
+                            grads = lambda: torch.autograd.grad(out, (qg, kg, vg), d_out, retain_graph=True)
+                            row(f"{name}-backward", timed(grads), 2.5, backward_error(grads(), q, k, v, d_out, mask))
+                            del qg, kg, vg, out, d_out
                     except Exception as e:  # a peer that cannot run a case is reported, not fatal
                         print(f"{name} {mask} T={t} Dh={dh}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
                         continue
-                    gflops = flops / (ms * 1e6)
-                    peak = gflops / (args.peak_tflops * 1e3) if args.peak_tflops else 0.0
-                    print(f"{name},torch {torch.__version__},{mask},{t},{dh},{ms:.3f},{gflops:.1f},{peak:.4f},{err:.2g}", flush=True)
                 del q, k, v
                 torch.cuda.empty_cache()
 
