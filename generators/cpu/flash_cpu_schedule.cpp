@@ -313,7 +313,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
-  // The few queries' rows widened once per task (stage::dot_rows), read by every key tile's dots.
+  // The queries' 16-bit rows widened once per task (stage::dot_rows), read by every key tile's products.
   for (const flash_step* step : {&f.full, &f.partial})
     for (const stage& pw : step->pairwise)
       if (pw.dot_rows.defined()) Func(pw.dot_rows).compute_at(out, task).vectorize(pw.dot_rows.args()[0], s.vector, TailStrategy::GuardWithIf);

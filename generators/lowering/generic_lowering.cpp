@@ -349,6 +349,22 @@ int generic_lowering::few_query_lanes(const ir::node& n) const {
   return applies ? lanes : 0;
 }
 
+// The left operand (the queries) of product n in a fused tile at ia: a 16-bit tensor's rows
+// widened to float32 once (stage::dot_rows, a schedule computes them per query tile), not once per
+// key they meet (a load, a shift and a broadcast from a general register per element, where a
+// float32 broadcast is a load: 1.25 uops per FMA of the register tile on ports the FMAs share).
+Expr generic_lowering::left_operand(const ir::node& n, const std::vector<Expr>& ia, stage& st) {
+  const ir::node& a = s_.g.at(n.args[0]);
+  if (!in_fused_tile(s_, n) || (a.kind != ir::op::input && a.kind != ir::op::weight) || a.type == ir::element::f32)
+    return value(n.args[0], ia, {});
+  if (!st.dot_rows.defined()) {
+    auto [rows, vars] = s_.new_func("dot_rows", a);
+    rows(s_.args_of(a, as_exprs(vars))) = value(n.args[0], as_exprs(vars), {});
+    st.dot_rows = rows;
+  }
+  return st.dot_rows(s_.args_of(a, ia));
+}
+
 // Each (key, query) of the tile as `lanes` partial dot products (stage::dots): the query's row and
 // the key's row read in vectors along the contracted dim, K's rows whole as the cache holds them,
 // where a vector of keys read across them (Kᵀ) is a transposing copy of every element. Returns
@@ -364,20 +380,9 @@ Expr generic_lowering::few_query_dots(const ir::node& n, const std::vector<Expr>
   row.back() = d;
   std::vector<Expr> at = s_.args_of(n, idx);
   at.insert(at.begin(), lane);
-  // A query's row of 16-bit elements widened once (stage::dot_rows), not once per key it meets.
-  const ir::node& a = s_.g.at(n.args[0]);
-  Expr query;
-  if ((a.kind == ir::op::input || a.kind == ir::op::weight) && a.type != ir::element::f32) {
-    auto [rows, vars] = s_.new_func("dot_rows", a);
-    rows(s_.args_of(a, as_exprs(vars))) = value(n.args[0], as_exprs(vars), {});
-    st.dot_rows = rows;
-    query = rows(s_.args_of(a, ia));
-  } else {
-    query = value(n.args[0], ia, {});
-  }
   Func dots("few_query_dots" + std::to_string(s_.count++));
   dots(at) = 0.0f;
-  dots(at) += query * value(s_.g.at(n.args[1]).args[0], row, {});
+  dots(at) += left_operand(n, ia, st) * value(s_.g.at(n.args[1]).args[0], row, {});
   // The lanes summed by halves, each half the two halves of the one before (a key's lanes a
   // vector): summed across a vector of keys, every lane of every key is read apart (a
   // transposition), 2.7x as long a sum.
@@ -588,7 +593,7 @@ RDom generic_lowering::define_product(const ir::node& n, Func& f, const std::vec
                         !in_fused_tile(s_, n);
   std::vector<Expr> ia_in_place = ia;
   if (in_place) std::swap(ia_in_place[ia.size() - 1], ia_in_place[ia.size() - 2]);
-  Expr a = in_place ? value(left.args[0], ia_in_place, {}) : value(n.args[0], ia, {});
+  Expr a = in_place ? value(left.args[0], ia_in_place, {}) : left_operand(n, ia, st);
   const Expr b = right_operand(n, ib, st);
   const int self = static_cast<int>(&n - s_.g.nodes.data());
   const auto softmax_free = s_.softmax_free.find(self);

@@ -31,10 +31,11 @@ struct stage {
   Halide::Func tile_source{};
   // Products in a fused tile, where few queries read it (generic_lowering::few_query_dots): per
   // (lane, key, query, ...), partial dot products along the contracted dim, and their sums per
-  // (key, query, ...), which func reads; where the queries' tensor is 16-bit, its rows widened to
-  // float32 (defined over its own dims), which a schedule computes once per query tile. Between
-  // them, dot_halves: the lanes added by halves (each stage the previous one's two halves, down
-  // to two lanes), like dots per (lane, key, query, ...).
+  // (key, query, ...), which func reads. Between them, dot_halves: the lanes added by halves (each
+  // stage the previous one's two halves, down to two lanes), like dots per (lane, key, query, ...).
+  // Any product in a fused tile whose left operand (the queries) is a 16-bit tensor: its rows
+  // widened to float32 (dot_rows, defined over its own dims), which a schedule computes once per
+  // query tile (generic_lowering::left_operand).
   Halide::Func dots{}, dot_sums{}, dot_rows{};
   std::vector<Halide::Func> dot_halves{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
