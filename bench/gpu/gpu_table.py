@@ -19,6 +19,7 @@ import performance_doc  # noqa: E402
 KIND = "gpu-benchmark"  # the section kind in docs/performance.md
 MASK_NAMES = {"alibi": "ALiBi + causal", "softcap": "softcap 20 + causal", "window": "sliding window 256"}
 KEYS = ("date", "gpu", "driver", "commit", "command", "fma_peak_tflops")  # what names a run
+IMPLS = ("attnforge", "sdpa", "flex")  # the CSV's impl column, each also with "-backward"
 
 
 def read_run(path):
@@ -33,8 +34,7 @@ def read_run(path):
                 about[key.strip()] = value.strip()
                 continue
             row = next(csv.reader([line]))
-            impls = ("attnforge", "sdpa", "flex")
-            if len(row) != 9 or row[0].removesuffix("-backward") not in impls:
+            if len(row) != 9 or row[0].removesuffix("-backward") not in IMPLS:
                 continue
             impl, schedule, mask, t, dh, ms, gflops, peak, _err = row
             measured = (float(gflops) / 1e3, float(peak), float(ms))
@@ -106,9 +106,9 @@ def main():
     for key in KEYS:
         about[key] = getattr(args, key) or about.get(key, "unknown")
     text = table(cases)
-    if backward_table(cases, backward):
+    if backward_rows := backward_table(cases, backward):
         text += ("\nThe backward (d_q, d_k, d_v from the output and log-sum-exp its forward saved; FLOPs 2.5 times the "
-                 "forward's) with the default schedule:\n\n" + backward_table(cases, backward))
+                 "forward's) with the default schedule:\n\n" + backward_rows)
     print(text, end="")
     if args.docs:
         driver = f" (driver {about['driver']})" if about["driver"] != "unknown" else ""

@@ -313,10 +313,10 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   if (f.values_finite.defined()) schedule_value_check(f, s.vector);
   schedule_step(f, f.full, s);
   schedule_step(f, f.partial, s);
-  // The queries' 16-bit rows widened once per task (stage::dot_rows), read by every key tile's products.
+  // The queries' 16-bit rows widened once per task (stage::widened_rows), read by every key tile's products.
   for (const flash_step* step : {&f.full, &f.partial})
     for (const stage& pw : step->pairwise)
-      if (pw.dot_rows.defined()) Func(pw.dot_rows).compute_at(out, task).vectorize(pw.dot_rows.args()[0], s.vector, TailStrategy::GuardWithIf);
+      if (Func rows = pw.widened_rows; rows.defined()) rows.compute_at(out, task).vectorize(rows.args()[0], s.vector, TailStrategy::GuardWithIf);
   if (!s.stage_kv)
     // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
     // whose region bounds inference still counts; a fused backward's last key tile, sharing Kᵀ): up

@@ -350,19 +350,19 @@ int generic_lowering::few_query_lanes(const ir::node& n) const {
 }
 
 // The left operand (the queries) of product n in a fused tile at ia: a 16-bit tensor's rows
-// widened to float32 once (stage::dot_rows, a schedule computes them per query tile), not once per
+// widened to float32 once (stage::widened_rows, a schedule computes them per query tile), not once per
 // key they meet (a load, a shift and a broadcast from a general register per element, where a
 // float32 broadcast is a load: 1.25 uops per FMA of the register tile on ports the FMAs share).
 Expr generic_lowering::left_operand(const ir::node& n, const std::vector<Expr>& ia, stage& st) {
   const ir::node& a = s_.g.at(n.args[0]);
   if (!in_fused_tile(s_, n) || (a.kind != ir::op::input && a.kind != ir::op::weight) || a.type == ir::element::f32)
     return value(n.args[0], ia, {});
-  if (!st.dot_rows.defined()) {
-    auto [rows, vars] = s_.new_func("dot_rows", a);
+  if (!st.widened_rows.defined()) {
+    auto [rows, vars] = s_.new_func("widened_rows", a);
     rows(s_.args_of(a, as_exprs(vars))) = value(n.args[0], as_exprs(vars), {});
-    st.dot_rows = rows;
+    st.widened_rows = rows;
   }
-  return st.dot_rows(s_.args_of(a, ia));
+  return st.widened_rows(s_.args_of(a, ia));
 }
 
 // Each (key, query) of the tile as `lanes` partial dot products (stage::dots): the query's row and

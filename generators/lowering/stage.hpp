@@ -33,11 +33,12 @@ struct stage {
   // (lane, key, query, ...), partial dot products along the contracted dim, and their sums per
   // (key, query, ...), which func reads. Between them, dot_halves: the lanes added by halves (each
   // stage the previous one's two halves, down to two lanes), like dots per (lane, key, query, ...).
-  // Any product in a fused tile whose left operand (the queries) is a 16-bit tensor: its rows
-  // widened to float32 (dot_rows, defined over its own dims), which a schedule computes once per
-  // query tile (generic_lowering::left_operand).
-  Halide::Func dots{}, dot_sums{}, dot_rows{};
+  Halide::Func dots{}, dot_sums{};
   std::vector<Halide::Func> dot_halves{};
+  // Products in a fused tile whose left operand (the queries) is a 16-bit tensor: its rows widened
+  // to float32, defined over its own dims, which a schedule computes once per query tile
+  // (generic_lowering::left_operand).
+  Halide::Func widened_rows{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
   // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (its rows
   // clamped), which a schedule may load in blocks of rows, to transpose in registers.
