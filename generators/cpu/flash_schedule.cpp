@@ -1,6 +1,7 @@
 #include "generators/cpu/flash_schedule.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace attn::gen {
 
@@ -81,6 +82,13 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   // Fewer queries than a register tile's rows, known when compiling (decoding a few tokens): tiles
   // of exactly those rows; six rows for one query were 1.3x slower (S = 8192, build/bench/decoding).
   if (nq > 0 && nq < s.q_unroll) s.q_tile = s.q_unroll = static_cast<int>(nq);
+  // The fused backward's square tiles: a whole number of register tiles of rows (q_unroll) and an
+  // even number of vectors, so that its products keep q_unroll rows and two vectors of keys or more
+  // (a tile of 128 left them 4 rows: 10-15% slower at Dh = 128 on AVX-512 and AVX2; at Dh = 64
+  // within 5% either way, the last tile's waste at T = 1024 against the fuller register tiles);
+  // the largest such up to 128: 96.
+  const int whole = std::lcm(s.q_unroll, 2 * vector);
+  s.backward_q_tile = std::max(1, 128 / whole) * whole;
   // Softmax passes over one register tile's rows while their scores are in L1 (~10% at T = 2048).
   s.row_block = s.q_unroll;
   if (dv_vectors * s.q_unroll > accumulators) {
