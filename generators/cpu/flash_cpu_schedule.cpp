@@ -285,6 +285,9 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   const Var task = fuse_all(out, tasks);
   out.parallel(task).vectorize(f.dv, s.vector, TailStrategy::GuardWithIf);
   if (f.dv_size > 0) out.bound(f.dv, 0, f.dv_size);
+  // A packed state holds column d in accumulator d / lanes: with the columns known to start at 0 and
+  // their vectors unrolled, each output vector reads one accumulator, not a lane-wise gather across all.
+  if (f.state_lanes > 0) out.bound(f.dv, 0, f.dv_known).unroll(f.dv);
 
   f.state.compute_at(out, task)
       .vectorize(f.state_column(), s.vector, TailStrategy::GuardWithIf)
