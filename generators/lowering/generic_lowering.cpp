@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 #include "generators/lowering/fast_math.hpp"
 #include "generators/fused/fused_lowering.hpp"
 #include "generators/lowering/lse_lowering.hpp"
@@ -74,10 +75,12 @@ Expr generic_lowering::divided(const ir::node& n, const Expr& x, const Expr& y) 
 
 // A fused backward's tiles run past the last query and key (their pair values there are
 // discarded); a node outside the tiles that they read there is read at its last row instead when
-// its size is fixed when compiling (its Func is bounded to it; one sized at the call is computed
-// for the rows read).
+// its size is fixed when compiling (a product's Func is bounded to it; one sized at the call is
+// computed for the rows read). A transpose is computed for the rows read, whatever its size, and
+// reads its own operands so (define_transpose): the tiles read it in vectors of keys, which a
+// clamp would make gathers (2x slower).
 std::vector<Expr> generic_lowering::past_the_end_clamped(const ir::node& n, std::vector<Expr> idx) const {
-  if (s_.tile.keys_clamped || in_fused_tile(s_, n)) return idx;
+  if (s_.tile.keys_clamped || in_fused_tile(s_, n) || n.kind == ir::op::transpose) return idx;
   for (std::size_t k = 0; k < n.shape.size() && k < idx.size(); ++k) {
     const ir::dim& d = n.shape[k];
     if (s_.tiled_dims.contains(d.name) && (d.size > 0 || s_.bound.contains(d.name))) idx[k] = clamp(idx[k], 0, s_.extent(d.name, d.size) - 1);
@@ -314,7 +317,11 @@ Expr generic_lowering::kept_by_chain(const attention_match& m, const std::vector
 void generic_lowering::define_transpose(const ir::node& n, Func& f, const std::vector<Expr>& idx) {
   std::vector<Expr> c = idx;
   std::swap(c[c.size() - 1], c[c.size() - 2]);
+  // Computed wherever a fused backward's tiles read it, past the last row too: what it reads, as
+  // they would (past_the_end_clamped).
+  const bool keys_clamped = std::exchange(s_.tile.keys_clamped, false);
   f(s_.args_of(n, idx)) = value(n.args[0], c, {});
+  s_.tile.keys_clamped = keys_clamped;
 }
 
 // The right operand of product n at ib. A materialised transpose (Kᵀ) is computed once and
