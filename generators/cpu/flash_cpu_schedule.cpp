@@ -57,22 +57,42 @@ void pairs_per_tile(const stage& st, const LoopLevel& tile, const flash_schedule
 // vector of keys at a time (each key's lanes halved first, stage::dot_halves), apart from the
 // product's register tiles (unrolled there, each tile would repeat them: several times the code
 // and the compile time).
-void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, int vector) {
-  const int keys_per_step = 4, rows_per_step = vector >= 16 ? 4 : 2;  // 16 or 8 of 32 or 16 registers
+// Steps of 8 keys × 2 rows (16 of 32 registers; AVX2: 4 × 2 of 16), the rows rounded up to a
+// whole step: an odd row count computes one row more (its queries' rows clamped at the last),
+// where a guarded row keeps every sum in memory, a load and a store per FMA (8 queries 1.1x
+// faster). One query (`one_row`, a version of its own): steps of 8 keys, nothing rounded (the
+// second row was 1.2x slower).
+void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, int vector, const Expr& one_row) {
+  const int keys_per_step = vector >= 16 ? 8 : 4, rows_per_step = 2;
   Func dots = st.dots, sums = st.dot_sums;
   const std::vector<Var> v = dots.args();
   const Var lane = v[0], key = v[1], row = v[2];
-  Var ko("dot_keys"), ki, ro("dot_rows"), ri;
   // The partial dots of a register tile pass 16 KiB (16 lanes x 64 keys x 6 rows): Halide would
   // take them from the heap per tile; on its pseudostack a task allocates once (1q decode 4% faster).
-  dots.compute_at(at).bound_storage(key, keys).bound_storage(row, rows).vectorize(lane).store_in(MemoryType::Stack);
-  dots.update()
-      .split(key, ko, ki, keys_per_step, TailStrategy::GuardWithIf)
-      .split(row, ro, ri, rows_per_step, TailStrategy::GuardWithIf)
-      .reorder(lane, ki, ri, dots.rvars()[0], ko, ro)
+  dots.compute_at(at)
+      .bound_storage(key, keys)
+      .bound_storage(row, (rows + rows_per_step - 1) / rows_per_step * rows_per_step)
       .vectorize(lane)
-      .unroll(ki)
-      .unroll(ri);
+      .store_in(MemoryType::Stack);
+  // The contracted dim's blocks inside the steps; blocks split in halves (stage::split_rows):
+  // both halves of a block, from its one load, in a row.
+  const std::vector<RVar> blocks = dots.rvars();
+  auto steps = [&](Stage stage, int keys_at_once, int rows_at_once) {
+    Var ko("dot_keys"), ki("dot_key"), ro("dot_rows"), ri("dot_row");
+    stage.split(key, ko, ki, keys_at_once, TailStrategy::GuardWithIf);
+    std::vector<VarOrRVar> order{lane, ki};
+    if (rows_at_once > 1) {
+      stage.split(row, ro, ri, rows_at_once, TailStrategy::RoundUp).unroll(ri);
+      order.emplace_back(ri);
+    }
+    order.insert(order.end(), blocks.begin(), blocks.end());
+    order.insert(order.end(), {ko, rows_at_once > 1 ? ro : row});
+    stage.reorder(order).vectorize(lane).unroll(ki);
+    if (blocks.size() > 1) stage.unroll(blocks.front());
+  };
+  steps(dots.update().specialize(one_row), 8, 1);  // before the general schedule, which it would copy
+  steps(dots.update(), keys_per_step, rows_per_step);
+
   const Var sum_key = sums.args()[0], sum_row = sums.args()[1];
   Var sum_keys("dot_sum_keys"), sum_key_vector;
   sums.compute_at(at)
@@ -107,7 +127,7 @@ int product_vectors(const flash_schedule& s, int keys) { return std::max(1, std:
 // `in_registers`: `at` is one register tile of the scores, which read the product there (a lone
 // product, flash_step::score's only pairwise stage); otherwise `at` is a block of `rows` rows.
 void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const LoopLevel& tile, const flash_schedule& s,
-                       int rows, int keys) {
+                       int rows, int keys, const Expr& one_row) {
   if (st.tile_transpose.defined()) {
     if (st.paired) pairs_per_tile(st, tile, s);
     else transpose_per_tile(st.tile_transpose, tile, s);
@@ -123,7 +143,7 @@ void schedule_pairwise(stage& st, const LoopLevel& at, bool in_registers, const 
     st.func.bound_storage(st.vars[0], s.kv_tile).bound_storage(st.vars[1], rows);
     st.func.vectorize(st.vars.front(), s.vector, TailStrategy::GuardWithIf);
   }
-  if (st.dots.defined()) few_query_dots(st, at, in_registers ? s.vector * vectors : s.kv_tile, in_registers ? s.q_unroll : rows, s.vector);
+  if (st.dots.defined()) few_query_dots(st, at, in_registers ? s.vector * vectors : s.kv_tile, in_registers ? s.q_unroll : rows, s.vector, one_row);
   if (st.kind == stage::product) {
     if (staged_right_operand(st, s)) stage_right_operand(st, tile, s);
     // In registers the tile is one block: the order of blocks is the scores' (schedule_step).
@@ -144,6 +164,21 @@ void schedule_value_check(flash_funcs& f, int vector) {
   std::vector<VarOrRVar> order{d};
   for (const auto& rv : e.function().update(0).schedule().rvars()) order.push_back(RVar(rv.var));
   e.update().reorder(order).vectorize(d, vector, TailStrategy::GuardWithIf);
+}
+
+// N_Q known only at the call, few of them a version of their own (flash_funcs::few_queries).
+bool few_queries_at_call(const flash_funcs& f) { return f.few_queries.defined() && !Internal::is_const(f.few_queries); }
+
+// Rows a block of `rows` stores: few queries at the call compute P·V in pairs of rows, an odd
+// block one row more (and so its P, scores and state).
+int stored_rows(const flash_funcs& f, int rows) { return few_queries_at_call(f) ? (rows + 1) / 2 * 2 : rows; }
+
+// Partial tiles where V is finite: the plain FMA (1.4x faster for a sliding window of 256), a
+// version of P·V's update u (schedule(u) after: a specialisation copies its stage's schedule).
+template <class Schedule>
+void finite_too(const flash_step& step, const flash_funcs& f, Stage u, const Schedule& schedule) {
+  if (&step == &f.partial && f.values_finite.defined()) schedule(u.specialize(f.values_finite()));
+  schedule(u);
 }
 
 void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
@@ -178,7 +213,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
     step.score.vectorize(f.kvi, v, TailStrategy::GuardWithIf);
   }
   for (stage& pw : step.pairwise)
-    schedule_pairwise(pw, product_at, in_registers, tile, s, row_blocks ? s.row_block : f.q_tile, step.tile);
+    schedule_pairwise(pw, product_at, in_registers, tile, s, row_blocks ? s.row_block : f.q_tile, step.tile, f.q_rows == 1);
   // Softmax-free attention has the scores (its weights) and P·V only: no max, probabilities or sum.
   const bool normalised = step.prob.defined();
   if (normalised) {
@@ -198,7 +233,7 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
   // which would put the buffers on the heap (a malloc per tile); they are 1.
   // Rows: a block's, or the query tile's (at most q_tile; fewer rows known only at the call); the
   // lanes, computed per row, one.
-  const int block_rows = row_blocks ? s.row_block : f.q_tile;
+  const int block_rows = stored_rows(f, row_blocks ? s.row_block : f.q_tile);
   auto bound_tile = [&](Func per_tile, int rows) {
     if (per_tile.defined()) per_tile.bound_storage(f.t, 1).bound_storage(f.qt, 1).bound_storage(f.qi, rows);
   };
@@ -244,13 +279,23 @@ void schedule_step(flash_funcs& f, flash_step& step, const flash_schedule& s) {
         .vectorize(dvv)
         .unroll(dvi)
         .unroll(qi);
+    finite_too(step, f, step.pv.update(), [](Stage) {});  // the schedule above, copied
   } else {
     step.pv.vectorize(f.dv, v, TailStrategy::GuardWithIf);
-    register_tile(step.pv.update(), f.dv, f.qi, {step.keys.x}, v, dv_vectors, pv_rows);
+    // Few queries known at the call (decoding): register tiles of 2 rows (an odd count computes one
+    // more, its P a row of the tile's storage past the last query, never read), or of 1 for one
+    // query, all of V's row where it fits. With 6 rows, the rows past N_Q guarded kept every sum
+    // in memory: a load and a store per FMA (8 queries: 1.1-1.2x).
+    if (few_queries_at_call(f)) {
+      for (int rows : {1, 2}) {
+        Stage few = step.pv.update().specialize(rows == 1 ? f.q_rows == 1 : f.few_queries);
+        finite_too(step, f, few, [&](Stage u) {
+          register_tile(u, f.dv, f.qi, {step.keys.x}, v, pv_tile_vectors(s, f.dv_known, rows), rows, rows_outside, TailStrategy::RoundUp);
+        });
+      }
+    }
+    finite_too(step, f, step.pv.update(), [&](Stage u) { register_tile(u, f.dv, f.qi, {step.keys.x}, v, dv_vectors, pv_rows); });
   }
-  // Partial tiles where V is finite: the plain FMA (1.4x faster for a sliding window of 256), with
-  // the schedule above (a specialisation copies it).
-  if (&step == &f.partial && f.values_finite.defined() && !step.paired_pv.defined()) step.pv.update().specialize(f.values_finite());
   // No loop partitioning in a step: its guarded tails nest (register tiles in row blocks in key
   // tiles), and Halide's partitioning of them grows without bound (sliding windows with vectors of
   // 4 at Dh = 64 compile for tens of minutes with it, in seconds without); the default schedules
@@ -292,7 +337,7 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   f.state.compute_at(out, task)
       .vectorize(f.state_column(), s.vector, TailStrategy::GuardWithIf)
       .bound_storage(f.qt, 1)
-      .bound_storage(f.qi, f.q_tile);
+      .bound_storage(f.qi, stored_rows(f, f.q_tile));
   if (f.state_lanes > 0) f.state.bound(f.lane, 0, f.state_lanes);
   // A Dv bound when compiling bounds the unpacked state, not the output (a wrong-sized V is then
   // reported as V's error, not the output's; a packed state has no dv, and flash_algorithm's
@@ -319,7 +364,8 @@ void schedule_flash_cpu(flash_funcs& f, const flash_schedule& s, const Target&) 
   // The queries' 16-bit rows widened once per task (stage::widened_rows), read by every key tile's products.
   for (const flash_step* step : {&f.full, &f.partial})
     for (const stage& pw : step->pairwise)
-      if (Func rows = pw.widened_rows; rows.defined()) rows.compute_at(out, task).vectorize(rows.args()[0], s.vector, TailStrategy::GuardWithIf);
+      for (Func rows : {pw.widened_rows, pw.split_rows})
+        if (rows.defined()) rows.compute_at(out, task).vectorize(rows.args()[0], s.vector, TailStrategy::GuardWithIf);
   if (!s.stage_kv)
     // A tile may pass the last key (a partial tile at the end; a full tile that fewer keys rule out,
     // whose region bounds inference still counts; a fused backward's last key tile, sharing Kᵀ): up

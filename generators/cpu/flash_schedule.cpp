@@ -55,8 +55,8 @@ flash_schedule parse_flash_schedule(const std::string& text, flash_schedule s) {
 
 int register_budget(int vector) { return vector >= 16 ? 28 : 14; }
 
-int pv_tile_vectors(const flash_schedule& s, std::int64_t dv) {
-  const int rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
+int pv_tile_vectors(const flash_schedule& s, std::int64_t dv, int rows) {
+  if (rows == 0) rows = s.pv_rows > 0 ? s.pv_rows : s.q_unroll;
   int vectors = dv > 0 ? static_cast<int>((dv + s.vector - 1) / s.vector) : 4;
   while (vectors > 1 && vectors * rows > register_budget(s.vector)) vectors = (vectors + 1) / 2;
   return vectors;

@@ -58,7 +58,7 @@ int register_budget(int vector);
 
 // Vectors of V's row one P·V register tile holds: ⌈dv / vector⌉ (4 if dv is not known), halved
 // until pv_rows (or q_unroll) rows of them fit the register budget.
-int pv_tile_vectors(const flash_schedule& s, std::int64_t dv);
+int pv_tile_vectors(const flash_schedule& s, std::int64_t dv, int rows = 0);
 
 // The default for a mask that keeps at most `band` consecutive keys per query (a sliding window):
 // key tiles about a quarter of the band, so most visited tiles are full and few keys are wasted;

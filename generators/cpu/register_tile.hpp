@@ -13,14 +13,17 @@ enum block_order { rows_outside, key_blocks_outside };
 // (an update's reduction `r` outside them): a register tile. The blocks of x are walked inside
 // the blocks of y, or outside them (one block of the right operand reused by every row). Returns
 // the innermost loop over the register tiles (a Func computed at it is one register tile's).
+// `rows_tail`: how y's last block runs where the rows are no whole number of blocks (RoundUp: past
+// the last row, into storage and from inputs that allow it).
 inline Halide::Var register_tile(Halide::Stage u, const Halide::VarOrRVar& x, const Halide::VarOrRVar& y,
                                  const std::vector<Halide::RVar>& r, int vector, int vectors, int rows,
-                                 block_order order = rows_outside) {
+                                 block_order order = rows_outside,
+                                 Halide::TailStrategy rows_tail = Halide::TailStrategy::GuardWithIf) {
   using namespace Halide;
   Var xo("blocks_" + x.name()), xi, xv, yo("blocks_" + y.name()), yi;
   u.split(x, xo, xi, vector * vectors, TailStrategy::GuardWithIf)
       .split(xi, xi, xv, vector, TailStrategy::GuardWithIf)
-      .split(y, yo, yi, rows, TailStrategy::GuardWithIf);
+      .split(y, yo, yi, rows, rows_tail);
   std::vector<VarOrRVar> loops{xv, xi, yi};
   loops.insert(loops.end(), r.begin(), r.end());
   if (order == rows_outside) loops.insert(loops.end(), {xo, yo});

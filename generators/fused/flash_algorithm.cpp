@@ -122,7 +122,7 @@ class builder {
     const std::vector<Expr> result = row_args(f_.dv);
     const auto stored = [&](const Expr& x) { return p_.stored ? p_.stored(x) : x; };
     if (!p_.normalised) {  // Σ f(S)·V as it is: no normalisation (a row without a kept key gives 0)
-      f_.tiles(result) = f_.state(result);
+      f_.tiles(result) = f_.state(row_args(slot_of(f_.dv)));
       f_.output(out) = stored(f_.tiles(at));
       return f_;
     }
@@ -131,7 +131,7 @@ class builder {
     row0.front() = 0;
     const Expr row_sum = f_.state(row0)[1];
     // A row with no kept key has sum 0 and gives 0; a NaN sum stays NaN.
-    const Expr value = accumulated(f_.dv) * reciprocal_or_zero(row_sum);
+    const Expr value = accumulated(slot_of(f_.dv)) * reciprocal_or_zero(row_sum);
     if (!p_.with_lse) {
       f_.tiles(result) = value;
       f_.output(out) = stored(f_.tiles(at));
@@ -170,6 +170,16 @@ class builder {
     return a;
   }
   std::vector<Expr> state_args() const { return row_args(f_.state_column()); }
+
+  // V's column that the state's column `slot` holds, and the slot of column d (flash_problem::split_columns).
+  Expr column_of(const Expr& slot) const {
+    const int block = p_.split_columns, half = block / 2;
+    return block == 0 ? slot : slot / block * block + slot % half * 2 + slot / half % 2;
+  }
+  Expr slot_of(const Expr& d) const {
+    const int block = p_.split_columns, half = block / 2;
+    return block == 0 ? d : d / block * block + d % 2 * half + d % block / 2;
+  }
 
   // Accumulator elements of the state: one, or V's width in lane vectors (packed).
   int acc_elements() const { return f_.state_lanes > 0 ? p_.dv_known / f_.state_lanes : 1; }
@@ -302,7 +312,7 @@ class builder {
 
   void define_float_pv(const flash_step& st, Func& pv, const Func& weights, bool partial) {
     const Expr p = weights(tile_args({st.keys.x}, f_.t));
-    const Expr value = p_.value(lead_row_major(), read_key(st, partial, first_key(st, partial) + st.keys.x), f_.dv, !partial);
+    const Expr value = p_.value(lead_row_major(), read_key(st, partial, first_key(st, partial) + st.keys.x), column_of(f_.dv), !partial);
     const std::vector<Expr> pv_at = tile_args({f_.dv}, f_.t);
     pv(pv_at) = 0.0f;
     if (partial) {

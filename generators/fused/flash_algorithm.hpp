@@ -42,6 +42,11 @@ struct flash_problem {
   int dv = 0;        // width of V if static (the output is bounded to it), else 0
   int dv_known = 0;  // width of V if known when compiling (static or bound: register tiles), else 0
   Halide::Expr dv_extent;  // width of V: a constant, or read off V at the call
+  // V's columns in blocks of this many, each block's even columns first, then its odd ones, as P·V
+  // and the state hold them (the output reads them back in order): a bfloat16 row's block is one
+  // vector of 32-bit words, each half of it widened by one instruction (a shift, a mask), where
+  // widening the block's halves in order takes two each. 0: in order.
+  int split_columns = 0;
   // Optional, (d): the largest exponent field (bits & 0x7f800000) in column d of V, over all its
   // other indices; 0x7f800000 means a NaN or inf there. Read once per call: where V is finite,
   // partial key tiles multiply a masked key's value by its weight 0 (0·finite is 0) with a plain

@@ -158,6 +158,11 @@ Func lower_fused(generic_lowering& rules, lowering_state& s, const attention_mat
   }
   if (const Type written = stored_type(written_type(s.g, m.combine)); written != Float(32))
     p.stored = [written](const Expr& x) { return stored_as(written, x); };
+  // bfloat16 V converted as loaded (a CPU's P·V in float32): its columns split in blocks of two vectors.
+  const int block = 2 * t.vector;
+  if (!gpu && !pairs_values(rules, s, m, p) && rules.bf16_tensor(rules.tensor_behind_repeats(m.values)) && p.dv_known > 0 &&
+      p.dv_known % block == 0)
+    p.split_columns = block;
   if (pairs_values(rules, s, m, p)) {
     p.value_pairs = [&rules, &s, m](const std::vector<Expr>& lead, const Expr& pair, const Expr& d, const Expr& j) {
       std::vector<Expr> idx = lead_index(s.g.at(m.values).shape, lead);

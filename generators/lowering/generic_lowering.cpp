@@ -372,24 +372,52 @@ Expr generic_lowering::left_operand(const ir::node& n, const std::vector<Expr>& 
   return st.widened_rows(s_.args_of(a, ia));
 }
 
+// The left operand of product n at ia, its last dim in blocks of 2·lanes, each block's even
+// elements first, then its odd ones (stage::split_rows, a schedule computes them per query tile).
+Expr generic_lowering::split_rows(const ir::node& n, const std::vector<Expr>& ia, int lanes, stage& st) {
+  if (!st.split_rows.defined()) {
+    const ir::node& a = s_.g.at(n.args[0]);
+    auto [rows, vars] = s_.new_func("split_rows", a);
+    std::vector<Expr> from = as_exprs(vars);
+    const Expr d = from.back();
+    from.back() = d / (2 * lanes) * (2 * lanes) + d % lanes * 2 + d / lanes % 2;
+    rows(s_.args_of(a, as_exprs(vars))) = left_operand(n, from, st);
+    st.split_rows = rows;
+  }
+  return st.split_rows(s_.args_of(s_.g.at(n.args[0]), ia));
+}
+
 // Each (key, query) of the tile as `lanes` partial dot products (stage::dots): the query's row and
 // the key's row read in vectors along the contracted dim, K's rows whole as the cache holds them,
 // where a vector of keys read across them (Kᵀ) is a transposing copy of every element. Returns
 // their sum (stage::dot_sums), one per (key, query).
 Expr generic_lowering::few_query_dots(const ir::node& n, const std::vector<Expr>& idx, std::vector<Expr> ia, const std::vector<Expr>& ib,
                                       int lanes, stage& st) {
-  const RDom blocks(0, static_cast<int>(s_.static_extents(s_.g.at(n.args[0])).front() / lanes), "k_blocks");
+  const int contracted = static_cast<int>(s_.static_extents(s_.g.at(n.args[0])).front());
+  const int k = s_.g.at(n.args[1]).args[0];
   const Var lane("lane");
-  const Expr d = blocks.x * lanes + lane;
-  ia.back() = d;
   std::vector<Expr> row = ib;  // Kᵀ's (lead..., k, key) as K's (lead..., key, d)
   row[row.size() - 2] = ib.back();
-  row.back() = d;
+  Expr queries;
+  if (bf16_tensor(tensor_behind_repeats(k)) && contracted % (2 * lanes) == 0) {
+    // A bfloat16 key row's block of 2·lanes elements, loaded as one vector of lanes 32-bit words,
+    // is its even elements (each word shifted up by 16) and its odd ones (the low 16 bits
+    // cleared): one instruction a vector, where widening each half apart takes two. The lanes then
+    // take the contracted dim in that order, the queries' rows read split alike (stage::split_rows).
+    const RDom blocks({{0, 2}, {0, contracted / (2 * lanes)}}, "k_blocks");
+    row.back() = blocks.y * (2 * lanes) + 2 * lane + blocks.x;
+    ia.back() = blocks.y * (2 * lanes) + blocks.x * lanes + lane;
+    queries = split_rows(n, ia, lanes, st);
+  } else {
+    const RDom blocks(0, contracted / lanes, "k_blocks");
+    row.back() = ia.back() = blocks.x * lanes + lane;
+    queries = left_operand(n, ia, st);
+  }
   std::vector<Expr> at = s_.args_of(n, idx);
   at.insert(at.begin(), lane);
   Func dots("few_query_dots" + std::to_string(s_.count++));
   dots(at) = 0.0f;
-  dots(at) += left_operand(n, ia, st) * value(s_.g.at(n.args[1]).args[0], row, {});
+  dots(at) += queries * value(k, row, {});
   // The lanes summed by halves, each half the two halves of the one before (a key's lanes a
   // vector): summed across a vector of keys, every lane of every key is read apart (a
   // transposition), 2.7x as long a sum.

@@ -58,6 +58,7 @@ class generic_lowering {
   Halide::Expr right_operand(const ir::node& n, const std::vector<Halide::Expr>& ib, stage& st);
   Halide::Expr left_operand(const ir::node& n, const std::vector<Halide::Expr>& ia, stage& st);
   int few_query_lanes(const ir::node& n) const;
+  Halide::Expr split_rows(const ir::node& n, const std::vector<Halide::Expr>& ia, int lanes, stage& st);
   Halide::Expr few_query_dots(const ir::node& n, const std::vector<Halide::Expr>& idx, std::vector<Halide::Expr> ia,
                               const std::vector<Halide::Expr>& ib, int lanes, stage& st);
   Halide::RDom define_product(const ir::node& n, Halide::Func& f, const std::vector<Halide::Expr>& idx, stage& st);

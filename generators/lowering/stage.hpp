@@ -39,6 +39,10 @@ struct stage {
   // to float32, defined over its own dims, which a schedule computes once per query tile
   // (generic_lowering::left_operand).
   Halide::Func widened_rows{};
+  // few_query_dots over bfloat16 keys: the queries' rows (float32) with each block of 2·lanes of the
+  // contracted dim as its even elements, then its odd ones, as a key row's block splits in
+  // registers (generic_lowering::split_rows); computed once per query tile, as widened_rows.
+  Halide::Func split_rows{};
   bool paired = false;  // products: of bfloat16 pairs (reduction.x to vectorise with the keys: vdpbf16ps)
   // pairs of a tensor's last dim (a transposing copy): the tensor as the copy reads it (its rows
   // clamped), which a schedule may load in blocks of rows, to transpose in registers.
