@@ -5,6 +5,7 @@
 #include <string>
 #include "generators/fused/mask_bounds.hpp"
 #include "generators/lowering/nonfinite.hpp"
+#include "generators/lowering/split_halves.hpp"
 
 namespace attn::gen {
 
@@ -172,10 +173,7 @@ class builder {
   std::vector<Expr> state_args() const { return row_args(f_.state_column()); }
 
   // V's column that the state's column `slot` holds, and the slot of column d (flash_problem::split_columns).
-  Expr column_of(const Expr& slot) const {
-    const int block = p_.split_columns, half = block / 2;
-    return block == 0 ? slot : slot / block * block + slot % half * 2 + slot / half % 2;
-  }
+  Expr column_of(const Expr& slot) const { return p_.split_columns == 0 ? slot : split_halves(slot, p_.split_columns); }
   Expr slot_of(const Expr& d) const {
     const int block = p_.split_columns, half = block / 2;
     return block == 0 ? d : d / block * block + d % 2 * half + d % block / 2;

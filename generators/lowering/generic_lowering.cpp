@@ -10,6 +10,7 @@
 #include "generators/lowering/lse_lowering.hpp"
 #include "generators/lowering/nonfinite.hpp"
 #include "generators/lowering/offset_tables.hpp"
+#include "generators/lowering/split_halves.hpp"
 #include "generators/lowering/nonfinite_lowering.hpp"
 
 namespace attn::gen {
@@ -379,8 +380,7 @@ Expr generic_lowering::split_rows(const ir::node& n, const std::vector<Expr>& ia
     const ir::node& a = s_.g.at(n.args[0]);
     auto [rows, vars] = s_.new_func("split_rows", a);
     std::vector<Expr> from = as_exprs(vars);
-    const Expr d = from.back();
-    from.back() = d / (2 * lanes) * (2 * lanes) + d % lanes * 2 + d / lanes % 2;
+    from.back() = split_halves(from.back(), 2 * lanes);
     rows(s_.args_of(a, as_exprs(vars))) = left_operand(n, from, st);
     st.split_rows = rows;
   }
