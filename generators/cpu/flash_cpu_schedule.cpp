@@ -77,15 +77,25 @@ void few_query_dots(const stage& st, const LoopLevel& at, int keys, int rows, in
   // The contracted dim's blocks inside the steps; blocks split in halves (stage::split_rows):
   // both halves of a block, from its one load, in a row.
   const std::vector<RVar> blocks = dots.rvars();
+  int query_vectors = 1;  // a query row's vectors along the contracted dim
+  for (const RVar& b : blocks) query_vectors *= static_cast<int>(Internal::as_const_int(b.extent()).value_or(64));
+  const int registers = vector >= 16 ? 32 : 16;
   auto steps = [&](Stage stage, int keys_at_once, int rows_at_once) {
     Var ko("dot_keys"), ki("dot_key"), ro("dot_rows"), ri("dot_row");
     stage.split(key, ko, ki, keys_at_once, TailStrategy::GuardWithIf);
-    std::vector<VarOrRVar> order{lane, ki};
-    if (rows_at_once > 1) {
-      stage.split(row, ro, ri, rows_at_once, TailStrategy::RoundUp).unroll(ri);
-      order.emplace_back(ri);
-    }
+    if (rows_at_once > 1) stage.split(row, ro, ri, rows_at_once, TailStrategy::RoundUp).unroll(ri);
+    // One row whose vectors stay in registers beside the sums (and a few loads): each key's row
+    // read whole before the next key's (its blocks unrolled), the loads along memory as the
+    // hardware prefetcher follows them (1q decode 1.02-1.1x).
+    const bool along_rows = rows_at_once == 1 && query_vectors + keys_at_once <= registers - 4;
+    std::vector<VarOrRVar> order{lane};
+    if (!along_rows) order.push_back(ki);
+    if (rows_at_once > 1) order.push_back(ri);
     order.insert(order.end(), blocks.begin(), blocks.end());
+    if (along_rows) {
+      order.push_back(ki);
+      for (const RVar& b : blocks) stage.unroll(b);
+    }
     order.insert(order.end(), {ko, rows_at_once > 1 ? ro : row});
     stage.reorder(order).vectorize(lane).unroll(ki);
     if (blocks.size() > 1) stage.unroll(blocks.front());
