@@ -122,7 +122,7 @@ void row(const char* what, std::int64_t nq, std::int64_t nk, bool bind_queries, 
              vb = random_tensor<bfloat16>({1, KvHeads, nk, D}, rng);
   const auto [t32, t16] = best_times(k32, k16, rounds, std::tuple{q, k, v}, std::tuple{qb, kb, vb});
   // A decode reads K and V once: their bytes read alone, float32 then bfloat16 alternating as the
-  // kernels did, bound how far half the bytes can speed it up on this machine.
+  // kernels did, one tensor at a time as the kernels read them: what half the bytes give such a read.
   std::string reads = "-";
   if (!bind_queries) {
     const int threads = std::getenv("HL_NUM_THREADS") ? std::max(1, std::atoi(std::getenv("HL_NUM_THREADS"))) : 2;

@@ -63,8 +63,9 @@ performance_doc.write_section("cpu-precision", machine, f"### {machine}, {date}\
                               f"compiled with N_Q bound, decode kernels take it at the call; bfloat16 dot products (vdpbf16ps): "
                               f"the products on them (P rounded to bfloat16 for P·V), or none, every tensor converted to "
                               f"float32 as loaded (describe()). GQA 8/2: K and V of 2 heads, each read by 4 of the 8 query heads. K and V read alone: "
-                              f"each byte of the decode's K and V read once by a plain loop on as many threads, float32 and "
-                              f"bfloat16 alternating, its float32 time over its bfloat16 time: what half the bytes give here. {peers}\n\n{table}\n")
+                              f"each byte of the decode's K and V read once by a plain loop on as many threads, each its share of K, "
+                              f"then of V (one tensor at a time, as the kernels read a key tile's K, then its V), float32 and "
+                              f"bfloat16 alternating, its float32 time over its bfloat16 time. {peers}\n\n{table}\n")
 print(f"(written into {performance_doc.DOC})", file=sys.stderr)
 PY
 fi
