@@ -174,10 +174,7 @@ class builder {
 
   // V's column that the state's column `slot` holds, and the slot of column d (flash_problem::split_columns).
   Expr column_of(const Expr& slot) const { return p_.split_columns == 0 ? slot : split_halves(slot, p_.split_columns); }
-  Expr slot_of(const Expr& d) const {
-    const int block = p_.split_columns, half = block / 2;
-    return block == 0 ? d : d / block * block + d % 2 * half + d % block / 2;
-  }
+  Expr slot_of(const Expr& d) const { return p_.split_columns == 0 ? d : split_halves_slot(d, p_.split_columns); }
 
   // Accumulator elements of the state: one, or V's width in lane vectors (packed).
   int acc_elements() const { return f_.state_lanes > 0 ? p_.dv_known / f_.state_lanes : 1; }
