@@ -26,16 +26,25 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
   // The width fixed: register tiles of a constant size, no guard per vector in the inner loops.
   if (p.width_known > 0) p.acc.bound(p.d, 0, p.width_known);
   Stage u = p.acc.update();
-  std::vector<VarOrRVar> order{p.d};
+  // The exits' products: d in registers (all of it where it fits) × rows (a divisor of the tile's).
+  const int vectors = pv_tile_vectors(s, p.width_known);
+  int rows = std::min(s.q_unroll, p.tile_rows);
+  while (p.tile_rows % rows != 0) --rows;
+  Var register_tiles;
   if (sweep) {
+    // Each slot's rows in register tiles, its product computed per register tile into registers
+    // (below) and added to acc where the tile ends; the slots unrolled: each adds its one product
+    // (the mux over them then selects at compile time).
+    std::vector<VarOrRVar> order{p.d};
     for (int k = 0; k < p.r.dimensions(); ++k) order.push_back(p.r[k]);
+    order.insert(order.end(), tasks.begin(), tasks.end());
+    u.reorder(order).unroll(p.r[1]);
+    register_tiles = register_tile(u, p.d, p.r[0], {}, v, vectors, rows);
   } else {
-    order.insert(order.end(), {p.i, p.r.x});
+    std::vector<VarOrRVar> order{p.d, p.i, p.r.x};
+    order.insert(order.end(), tasks.begin(), tasks.end());
+    u.reorder(order).vectorize(p.d, v, TailStrategy::GuardWithIf);
   }
-  order.insert(order.end(), tasks.begin(), tasks.end());
-  u.reorder(order).vectorize(p.d, v, TailStrategy::GuardWithIf);
-  // A sweep's slots unrolled: each adds its one product (the mux over them then selects at compile time).
-  if (sweep) u.unroll(p.r[1]);
   if (!tasks.empty()) u.parallel(fuse_all(u, tasks));
   never_partition(p.acc);
 
@@ -84,14 +93,16 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
     f.update().reorder(lanes_inside);
     never_partition(f);
   }
-  // The exits' products: d in registers (all of it where it fits) × rows (a divisor of the tile's),
-  // the tile's other dim inside.
-  const int vectors = pv_tile_vectors(s, p.width_known);
-  int rows = std::min(s.q_unroll, p.tile_rows);
-  while (p.tile_rows % rows != 0) --rows;
+  // The exits' products as register tiles, the tile's other dim inside: in a sweep one register
+  // tile at a time, where acc adds it; else the pass's whole tile.
   for (std::size_t k = 0; k < p.products.size(); ++k) {
     Func f = p.products[k];
-    f.compute_at(tile).bound_extent(p.i, p.tile_rows).vectorize(p.d, v, TailStrategy::GuardWithIf);
+    if (sweep) {
+      f.compute_at(p.acc, register_tiles);
+      register_tile(Stage(f), p.d, p.i, {}, v, vectors, rows);
+    } else {
+      f.compute_at(tile).bound_extent(p.i, p.tile_rows).vectorize(p.d, v, TailStrategy::GuardWithIf);
+    }
     register_tile(f.update(), p.d, p.i, {p.contracted[k].x}, v, vectors, rows);
     if (p.finite[k].defined()) {
       p.finite[k].compute_root();

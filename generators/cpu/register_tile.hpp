@@ -20,7 +20,9 @@ inline Halide::Var register_tile(Halide::Stage u, const Halide::VarOrRVar& x, co
                                  block_order order = rows_outside,
                                  Halide::TailStrategy rows_tail = Halide::TailStrategy::GuardWithIf) {
   using namespace Halide;
-  Var xo("blocks_" + x.name()), xi, xv, yo("blocks_" + y.name()), yi;
+  Var xo("blocks_" + x.name()), xi, xv;
+  // y's blocks and rows: RVars where y is one (an update's reduction)
+  const VarOrRVar yo("blocks_" + y.name(), y.is_rvar), yi(y.name() + "_rows", y.is_rvar);
   u.split(x, xo, xi, vector * vectors, TailStrategy::GuardWithIf)
       .split(xi, xi, xv, vector, TailStrategy::GuardWithIf)
       .split(y, yo, yi, rows, rows_tail);
@@ -29,7 +31,7 @@ inline Halide::Var register_tile(Halide::Stage u, const Halide::VarOrRVar& x, co
   if (order == rows_outside) loops.insert(loops.end(), {xo, yo});
   else loops.insert(loops.end(), {yo, xo});
   u.reorder(loops).vectorize(xv).unroll(xi).unroll(yi);
-  return order == rows_outside ? xo : yo;
+  return order == rows_outside ? xo : Var(yo.name());
 }
 
 // A product's update as a register tile: paired products (stage::paired, bfloat16) contract the

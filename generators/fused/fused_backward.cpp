@@ -204,38 +204,72 @@ class builder {
 
   int width_known(const pair_exit& e) const { return exit_width(s_, e); }
 
-  // The exits' products per tile, (d, i, kt, qt, lead..., batch), into p (its tile context set).
+  // The exits' products per tile, into p (its tile context set): one Func per exit, (d, i, kt, qt,
+  // lead..., batch); in a sweep one for all, (d, i, slot, kt, qt, lead..., batch), slot the exit's
+  // (the sweep computes one register tile of one slot at a time, where it adds it: no tile of
+  // products is stored).
   void define_products(backward_pass& p, std::map<int, Func>& values, const Var& kt, const Var& qt) {
     const auto exit = [&](int k) -> const pair_exit& { return m_.exits[static_cast<std::size_t>(k)]; };
     for (int k : p.exits) p.width_known = std::max(p.width_known, width_known(exit(k)));
     for (int k : p.exits)
       if (width_known(exit(k)) == 0) p.width_known = 0;
+    const bool sweep = p.order == backward_order::sweep;
+    const Var slot("slot");
+    const std::vector<Expr> at = sweep ? tile_args({p.d, p.i, slot, kt, qt}) : tile_args({p.d, p.i, kt, qt});
+    const auto weighted = [&](const pair_exit& e) { return s_.g.at(e.node).param == static_cast<int>(ir::product_kind::weighted); };
+    const auto other_finite = [&](const pair_exit& e) {
+      const ir::node& o = s_.g.at(e.other);
+      return rules_.all_finite(o.kind == ir::op::transpose ? o.args[0] : e.other);
+    };
+    Func all, all_finite;
+    std::vector<Expr> updates;  // a sweep's: each exit's update of `all`
+    if (sweep) {
+      all = Func("backward_products" + std::to_string(s_.count++));
+      all(at) = 0.0f;
+      RDom c(0, tq_, "contracted");  // square tiles
+      const int exits = static_cast<int>(p.exits.size());
+      if (!p.reductions.empty()) c.where(slot < exits);  // the reductions' slots add tile sums only
+      p.contracted.push_back(c);
+      // One specialisation for all weighted exits: every other operand finite
+      Expr each;
+      for (int k : p.exits)
+        if (weighted(exit(k))) each = each.defined() ? each && other_finite(exit(k))() : other_finite(exit(k))();
+      if (each.defined()) {
+        all_finite = Func("all_finite" + std::to_string(s_.count++));
+        all_finite() = each;
+      }
+    }
     for (int k : p.exits) {
       const pair_exit& e = exit(k);
       if (!values.contains(e.pair)) p.values.push_back(values.emplace(e.pair, pair_values(e.pair)).first->second);
       const Func& v = values.at(e.pair);
-      const RDom c(0, e.rows ? tk_ : tq_, "contracted");
+      Func product = all;
+      if (!sweep) {
+        product = Func("backward_product" + std::to_string(s_.count++));
+        product(at) = 0.0f;
+        p.contracted.emplace_back(0, e.rows ? tk_ : tq_, "contracted");
+        all_finite = weighted(e) ? other_finite(e) : Func();
+      }
+      const RDom& c = p.contracted.back();
       const Expr q0 = qt * tq_, k0 = kt * tk_;
       const Expr q = e.rows ? q0 + p.i : q0 + c.x, kv = e.rows ? k0 + c.x : k0 + p.i;
       std::vector<Expr> pair_at = lead_row_major();
       pair_at.insert(pair_at.end(), {q, kv});
       const Expr x = v(s_.args_of(s_.g.at(e.pair), pair_at));
       const Expr y = other_value(e, e.rows ? kv : q, p.d, p.width_known);
-      Func product("backward_product" + std::to_string(s_.count++));
-      const std::vector<Expr> at = tile_args({p.d, p.i, kt, qt});
-      product(at) = 0.0f;
-      Func finite;
-      if (s_.g.at(e.node).param == static_cast<int>(ir::product_kind::weighted)) {
-        const ir::node& o = s_.g.at(e.other);
-        finite = rules_.all_finite(o.kind == ir::op::transpose ? o.args[0] : e.other);
-        product(at) = accumulate_weighted(product(at), x, y, finite());
+      const Expr update = weighted(e) ? accumulate_weighted(product(at), x, y, all_finite()) : product(at) + x * y;
+      if (sweep) {
+        updates.push_back(update);
       } else {
-        product(at) += x * y;
+        product(at) = update;
+        p.products.push_back(product);
+        p.finite.push_back(all_finite);
       }
-      p.finite.push_back(finite);
-      p.products.push_back(product);
-      p.contracted.push_back(c);
     }
+    if (!sweep) return;
+    all(at) = mux(slot, updates);
+    p.products.push_back(all);
+    p.finite.push_back(all_finite);
   }
 
   // Each reduction's sums over the pairs of tile (kt, qt): (cell, lane, kt, qt, lead..., batch),
@@ -414,7 +448,7 @@ class builder {
     p.acc = Func("backward_sweep" + std::to_string(s_.count++));
     p.acc(tile_args({p.d, p.i, p.tile})) = 0.0f;
     std::vector<Expr> contributions;
-    for (const Func& product : p.products) contributions.push_back(product(tile_args({p.d, row, kt, qt})));
+    for (std::size_t k = 0; k < p.exits.size(); ++k) contributions.push_back(p.products.front()(tile_args({p.d, row, exit, kt, qt})));
     for (std::size_t j = 0; j < p.reductions.size(); ++j)
       for (int b = 0; b < blocks(m_.reductions[j], tq_); ++b)
         contributions.push_back(tile_sum(p, j, row + b * tq_, kt, qt));

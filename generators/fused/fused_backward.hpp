@@ -48,10 +48,12 @@ struct backward_pass {
   std::vector<Halide::Func> offset_sums;
   // Computed per tile: the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
   // queries and keys), then each exit's product of them with its other operand, (d, i, kt, qt,
-  // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits).
+  // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits). A
+  // sweep has one product for all its exits, (d, i, slot, kt, qt, lead..., batch), computed a
+  // register tile of one slot at a time where the sweep adds it.
   std::vector<Halide::Func> values, products;
   std::vector<Halide::RDom> contracted;  // each product's reduction over the tile's other dim
-  std::vector<Halide::Func> finite;      // weighted exits: () the other operand is all finite; else undefined
+  std::vector<Halide::Func> finite;      // weighted exits: () their other operands are all finite; else undefined
   std::vector<stage> pairwise;           // per-tile Funcs of the pair nodes (products, stored copies, P)
   int tile_rows = 0;                     // rows of a product: the tile of its exits' kind (sweep: both)
   Halide::RVar tile_loop() const { return order == backward_order::sweep ? r[2] : r.x; }  // the tiles are computed inside it
