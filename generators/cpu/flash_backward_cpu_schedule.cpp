@@ -76,6 +76,13 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
     one_tile(f, f.args()[0], f.args()[1]);
     never_partition(f);
   }
+  // The products' other operands, a tile's rows each, where their tile changes: a sweep's query
+  // tiles outside its key tiles.
+  for (backward_pass::operand& o : p.operands) {
+    const LoopLevel rows_change = sweep && o.query_rows ? LoopLevel(p.acc, p.r[3]) : tile;
+    o.func.compute_at(rows_change).vectorize(o.func.args()[0], v, TailStrategy::GuardWithIf);
+    never_partition(o.func);
+  }
   // The reductions' sums per tile: one serial pass over the tile's pairs (a fixed order), the
   // lanes innermost, so that consecutive keys add to different sums.
   // Sums per offset: a row's keys in vectors, each key of a row on its own offset (no two lanes

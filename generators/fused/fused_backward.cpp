@@ -182,24 +182,30 @@ class builder {
     return f;
   }
 
-  // The exit's other operand at the query or key `row` (clamped: tiles pass the last) and column d
-  // (clamped to its width where the pass's Tuple spans a wider exit, or a width known at the call only).
-  Expr other_value(const pair_exit& e, const Expr& row, const Expr& d, int pass_width) {
+  // The exit's other operand at the query or key `row` and column d, read from its Func over
+  // (column, row, lead..., batch) (p.operands), which clamps: the row past the last (tiles pass it)
+  // to the last, the column to its width where the pass's Tuple spans a wider exit (or a width
+  // known at the call only). Its readers then index a buffer where it is computed per tile.
+  Expr other_value(backward_pass& p, const pair_exit& e, const Expr& row, const Expr& d, int pass_width) {
     const ir::node& exit = s_.g.at(e.node);
     const ir::dim& width = e.other_left ? exit.shape[exit.shape.size() - 2] : exit.shape.back();
     const bool exact = pass_width > 0 && width_known(e) == pass_width;
-    const Expr column = exact ? d : min(d, s_.extent(width.name, width.size) - 1);
-    const Expr at_row = min(row, (e.rows ? nk_ : nq_) - 1);
+    const Var column("operand_column"), r("operand_row");
     int node = e.other;
     bool row_first = !e.other_left;
     if (e.other_left && s_.g.at(node).kind == ir::op::transpose) {  // Qᵀ: read Q, rows outer, d inner
       node = s_.g.at(node).args[0];
       row_first = true;
     }
+    const Expr at_column = exact ? Expr(column) : min(column, s_.extent(width.name, width.size) - 1);
+    const Expr at_row = min(r, (e.rows ? nk_ : nq_) - 1);
     std::vector<Expr> at = lead_index(s_.g.at(node).shape, lead_row_major());
-    if (row_first) at.insert(at.end(), {at_row, column});
-    else at.insert(at.end(), {column, at_row});
-    return rules_.value(node, at, {});
+    if (row_first) at.insert(at.end(), {at_row, at_column});
+    else at.insert(at.end(), {at_column, at_row});
+    Func f("operand" + std::to_string(s_.count++));
+    f(tile_args({column, r})) = rules_.value(node, at, {});
+    p.operands.push_back({f, !e.rows});
+    return f(tile_args({d, row}));
   }
 
   int width_known(const pair_exit& e) const { return exit_width(s_, e); }
@@ -256,7 +262,7 @@ class builder {
       std::vector<Expr> pair_at = lead_row_major();
       pair_at.insert(pair_at.end(), {q, kv});
       const Expr x = v(s_.args_of(s_.g.at(e.pair), pair_at));
-      const Expr y = other_value(e, e.rows ? kv : q, p.d, p.width_known);
+      const Expr y = other_value(p, e, e.rows ? kv : q, p.d, p.width_known);
       const Expr update = weighted(e) ? accumulate_weighted(product(at), x, y, all_finite()) : product(at) + x * y;
       if (sweep) {
         updates.push_back(update);

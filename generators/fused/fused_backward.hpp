@@ -54,6 +54,13 @@ struct backward_pass {
   std::vector<Halide::Func> values, products;
   std::vector<Halide::RDom> contracted;  // each product's reduction over the tile's other dim
   std::vector<Halide::Func> finite;      // weighted exits: () their other operands are all finite; else undefined
+  // Each product's other operand, (column, row, lead..., batch), and whether its rows are queries
+  // (else keys): a CPU computes it per tile, so that the products' inner loops index a buffer.
+  struct operand {
+    Halide::Func func;
+    bool query_rows;
+  };
+  std::vector<operand> operands;
   std::vector<stage> pairwise;           // per-tile Funcs of the pair nodes (products, stored copies, P)
   int tile_rows = 0;                     // rows of a product: the tile of its exits' kind (sweep: both)
   Halide::RVar tile_loop() const { return order == backward_order::sweep ? r[2] : r.x; }  // the tiles are computed inside it
