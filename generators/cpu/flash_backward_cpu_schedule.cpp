@@ -76,10 +76,10 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
     one_tile(f, f.args()[0], f.args()[1]);
     never_partition(f);
   }
-  // The products' other operands, a tile's rows each, where their tile changes: a sweep's query
-  // tiles outside its key tiles.
+  // The products' other operands, a tile's rows each, where their tile changes: a sweep's key
+  // tiles outside its query tiles.
   for (backward_pass::operand& o : p.operands) {
-    const LoopLevel rows_change = sweep && o.query_rows ? LoopLevel(p.acc, p.r[3]) : tile;
+    const LoopLevel rows_change = sweep && !o.query_rows ? LoopLevel(p.acc, p.r[3]) : tile;
     o.func.compute_at(rows_change).vectorize(o.func.args()[0], v, TailStrategy::GuardWithIf);
     never_partition(o.func);
   }

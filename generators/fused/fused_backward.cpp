@@ -423,7 +423,8 @@ class builder {
     b_.passes.push_back(std::move(p));
   }
 
-  // sweep: every (query tile, key tile) once, in order, its products added to each exit's rows.
+  // sweep: every (query tile, key tile) once, in order (key tiles outside: the dK and dV rows of
+  // one stay in cache while its query tiles pass), its products added to each exit's rows.
   void define_sweep() {
     backward_pass p;
     p.order = backward_order::sweep;
@@ -432,8 +433,8 @@ class builder {
     p.tile_rows = tq_;  // square tiles (tq_ == tk_)
     int slots = static_cast<int>(m_.exits.size());
     for (const pair_reduction& red : m_.reductions) slots += blocks(red, tq_);
-    p.r = RDom({{0, tq_}, {0, slots}, {0, (nk_ + tk_ - 1) / tk_}, {0, (nq_ + tq_ - 1) / tq_}}, "sweep");
-    const RVar row = p.r[0], exit = p.r[1], kt = p.r[2], qt = p.r[3];
+    p.r = RDom({{0, tq_}, {0, slots}, {0, (nq_ + tq_ - 1) / tq_}, {0, (nk_ + tk_ - 1) / tk_}}, "sweep");
+    const RVar row = p.r[0], exit = p.r[1], qt = p.r[2], kt = p.r[3];
     std::vector<Expr> rows_of, inside;
     for (const pair_exit& e : m_.exits) {
       rows_of.push_back(e.rows ? qt * tq_ + row : kt * tk_ + row);

@@ -21,7 +21,7 @@ struct lowering_state;
 // How the exits' sums run. by_query: per query tile (parallel), the key tiles in order: the row
 // exits. by_key: per key tile (parallel), the query tiles in order: the column exits. Each of those
 // two recomputes its tiles. sweep: per lead dims and batch item (parallel), every (query tile, key
-// tile) in order, each computed once and added to both kinds of exits (as PyTorch's CPU backward:
+// tile) in order, key tiles outside, each computed once and added to both kinds of exits (as PyTorch's CPU backward:
 // fewer products, parallel over heads only).
 enum class backward_order { by_query, by_key, sweep };
 
@@ -29,8 +29,8 @@ struct backward_pass {
   backward_order order = backward_order::by_query;
   // The sums, one element per exit of the pass. by_query, by_key: a Tuple over (d, i, tile, lead
   // innermost first..., batch), i the query or key within the pass's own tile, updated once per
-  // tile of the other kind (r.x). sweep: (d, row, exit, lead..., batch), updated per (query tile,
-  // key tile) (r[3], r[2]), for each exit (r[1]) and row of the tile (r[0]).
+  // tile of the other kind (r.x). sweep: (d, row, exit, lead..., batch), updated per (key tile,
+  // query tile) (r[3], r[2]), for each exit (r[1]) and row of the tile (r[0]).
   Halide::Func acc;
   Halide::RDom r;
   Halide::Var d{"d"}, i{"i"}, tile{"tile"};
