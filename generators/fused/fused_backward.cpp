@@ -132,8 +132,9 @@ class builder {
       const Expr q = at[at.size() - 2], kv = at.back();
       const flash_problem::scored sc = fused_score(rules_, s_, m_.forward, lead, q, kv, *s_.tile.pairwise);
       const Expr lse = log_sum_exp(lead, min(q, nq_ - 1));
+      const Expr inside = s_.tile.stored_queries.defined() ? q < nq_ && kv < nk_ : Expr(true);  // as stored pair nodes
       f(s_.args_of(p, at)) = with_strict_score(sc.score, [&](const Expr& x) {
-        return select(exact_predicate(sc.keep) && is_kept_score(x), exp_below_max(x, lse), 0.0f);
+        return select(exact_predicate(sc.keep) && is_kept_score(x) && inside, exp_below_max(x, lse), 0.0f);
       });
       s_.tile.pairwise->push_back({f, s_.halide_vars(vars, p.batched), stage::layout, {}, {}, {}, {}, s_.static_extents(p), {}});
       it = cache.emplace(m_.forward.softmax, f).first;
@@ -172,13 +173,22 @@ class builder {
     return kv_tiles_kept(keep, mq, mk, first, min(first + tq_, nq_) - 1, nk_, tk_, kt).some;
   }
 
-  // The pair node's values over (lead..., q, kv), 0 past the last query or key (a tile's rows there).
-  Func pair_values(int pair) {
+  // The pair node's values over (lead..., q, kv), 0 past the last query or key (a tile's rows
+  // there): the node's own per-tile Func where that is 0 there (inline), else a copy per tile (in p.values).
+  Func pair_values(backward_pass& p, int pair) {
     const ir::node& n = s_.g.at(pair);
     auto [f, vars] = s_.new_func("pair_values", n);
     const std::vector<Expr> at = as_exprs(vars);
     const Expr q = at[at.size() - 2], kv = at.back();
-    f(s_.args_of(n, at)) = select(q < nq_ && kv < nk_, rules_.value(pair, at, {}), 0.0f);
+    const bool stored_zero_past = s_.tile.stored_queries.defined() &&
+                                  ((pair == m_.forward.softmax && s_.tile.given.contains(pair)) ||  // probability()
+                                   (n.kind == ir::op::store && in_fused_tile(s_, n)));
+    if (stored_zero_past) {
+      f(s_.args_of(n, at)) = rules_.value(pair, at, {});
+    } else {
+      f(s_.args_of(n, at)) = select(q < nq_ && kv < nk_, rules_.value(pair, at, {}), 0.0f);
+      p.values.push_back(f);
+    }
     return f;
   }
 
@@ -247,7 +257,7 @@ class builder {
     }
     for (int k : p.exits) {
       const pair_exit& e = exit(k);
-      if (!values.contains(e.pair)) p.values.push_back(values.emplace(e.pair, pair_values(e.pair)).first->second);
+      if (!values.contains(e.pair)) values.emplace(e.pair, pair_values(p, e.pair));
       const Func& v = values.at(e.pair);
       Func product = all;
       if (!sweep) {
@@ -288,7 +298,7 @@ class builder {
     for (int k : p.reductions) {
       const pair_reduction& red = m_.reductions[static_cast<std::size_t>(k)];
       const ir::node& c = s_.g.at(red.pair);
-      if (!values.contains(red.pair)) p.values.push_back(values.emplace(red.pair, pair_values(red.pair)).first->second);
+      if (!values.contains(red.pair)) values.emplace(red.pair, pair_values(p, red.pair));
       const Func& value = values.at(red.pair);
       const Var at_cell("cell"), lane("lane");
       const auto pair_at = [&](const Expr& q, const Expr& kv) {
@@ -371,16 +381,18 @@ class builder {
   int blocks(const pair_reduction& red, int rows) const { return static_cast<int>((red.cells + rows - 1) / rows); }
 
   // Runs define(p) with p's tile context: its pair nodes per tile, keys unclamped; one Func each
-  // on a CPU, one per use on a GPU (each then computed where its one reader needs it:
-  // flash_backward_gpu_schedule.cpp).
+  // on a CPU, stored ones 0 past the last query and key, one per use on a GPU (each then computed
+  // where its one reader needs it: flash_backward_gpu_schedule.cpp).
   template <class Define>
   void in_tiles(backward_pass& p, const Define& define) {
     std::map<int, Func> per_tile;
-    const auto saved = std::tuple(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped);
-    std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) =
-        std::tuple(&p.pairwise, &w_, s_.options.gpu ? nullptr : &per_tile, false);
+    const auto saved = std::tuple(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped,
+                                  s_.tile.stored_queries, s_.tile.stored_keys);
+    const bool cpu = !s_.options.gpu;
+    std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped, s_.tile.stored_queries, s_.tile.stored_keys) =
+        std::tuple(&p.pairwise, &w_, cpu ? &per_tile : nullptr, false, cpu ? nq_ : Expr(), cpu ? nk_ : Expr());
     define();
-    std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped) = saved;
+    std::tie(s_.tile.pairwise, s_.tile.weights, s_.tile.per_tile, s_.tile.keys_clamped, s_.tile.stored_queries, s_.tile.stored_keys) = saved;
   }
 
   // by_query or by_key: a Tuple of the pass's exits per own tile, summed over the other kind's tiles.

@@ -279,9 +279,14 @@ Func generic_lowering::func(int i) {
       s_.out.stages.push_back(sums);
       break;
     }
-    case ir::op::store:
-      f(s_.args_of(n, idx)) = value(n.args[0], idx, {});
+    case ir::op::store: {
+      Expr v = value(n.args[0], idx, {});
+      const std::size_t r = idx.size();
+      if (fresh && s_.tile.stored_queries.defined())
+        v = select(idx[r - 2] < s_.tile.stored_queries && idx[r - 1] < s_.tile.stored_keys, v, 0.0f);
+      f(s_.args_of(n, idx)) = v;
       break;
+    }
     default: throw std::logic_error("lower: no rule for materialised op " + std::string(ir::op_name(n.kind)));
   }
   if (fresh) {

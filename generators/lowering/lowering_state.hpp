@@ -32,6 +32,9 @@ struct tile_context {
   // values the tiles compute their own way (P from the saved log-sum-exp).
   std::map<int, Halide::Func>* per_tile = nullptr;
   std::map<int, std::function<Halide::Expr(const std::vector<Halide::Expr>&)>> given;
+  // ... where defined, the numbers of queries and keys: a stored pair node's Func is 0 past them
+  // (the backward's tiles pass the last query and key, and its products read the pairs there).
+  Halide::Expr stored_queries, stored_keys;
   // Per-tile products read their right operand (Kᵀ) at keys promised inside [0, max(N_K, kv_tile)):
   // true where the tiles' first keys are clamped so (the forward), false where tiles run past the last key.
   bool keys_clamped = true;
