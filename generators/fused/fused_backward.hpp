@@ -46,8 +46,9 @@ struct backward_pass {
   // position table: offset_tables.hpp) first sums its tile along the diagonals, (offset, kt, qt,
   // lead..., batch), the keys of a row in vectors; its tile sums then add one sum per offset.
   std::vector<Halide::Func> offset_sums;
-  // Computed per tile: the pair values each exit reads ((kv, q, lead..., batch), 0 outside the
-  // queries and keys), then each exit's product of them with its other operand, (d, i, kt, qt,
+  // Computed per tile: copies of the pair values, (kv, q, lead..., batch), 0 outside the queries
+  // and keys, for pair nodes whose own tile Func is not 0 there; then each exit's product of the
+  // pair values with its other operand, (d, i, kt, qt,
   // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits). A
   // sweep has one product for all its exits, (d, i, slot, kt, qt, lead..., batch), computed a
   // register tile of one slot at a time where the sweep adds it.
