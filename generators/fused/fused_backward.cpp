@@ -132,9 +132,10 @@ class builder {
       const Expr q = at[at.size() - 2], kv = at.back();
       const flash_problem::scored sc = fused_score(rules_, s_, m_.forward, lead, q, kv, *s_.tile.pairwise);
       const Expr lse = log_sum_exp(lead, min(q, nq_ - 1));
-      const Expr inside = s_.tile.stored_queries.defined() ? q < nq_ && kv < nk_ : Expr(true);  // as stored pair nodes
       f(s_.args_of(p, at)) = with_strict_score(sc.score, [&](const Expr& x) {
-        return select(exact_predicate(sc.keep) && is_kept_score(x) && inside, exp_below_max(x, lse), 0.0f);
+        Expr kept = exact_predicate(sc.keep) && is_kept_score(x);
+        if (s_.tile.stored_queries.defined()) kept = kept && q < nq_ && kv < nk_;  // as stored pair nodes
+        return select(kept, exp_below_max(x, lse), 0.0f);
       });
       s_.tile.pairwise->push_back({f, s_.halide_vars(vars, p.batched), stage::layout, {}, {}, {}, {}, s_.static_extents(p), {}});
       it = cache.emplace(m_.forward.softmax, f).first;
