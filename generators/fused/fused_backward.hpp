@@ -21,8 +21,8 @@ struct lowering_state;
 // How the exits' sums run. by_query: per query tile (parallel), the key tiles in order: the row
 // exits. by_key: per key tile (parallel), the query tiles in order: the column exits. Each of those
 // two recomputes its tiles. sweep: per lead dims and batch item (parallel), every (query tile, key
-// tile) in order, key tiles outside, each computed once and added to both kinds of exits (as PyTorch's CPU backward:
-// fewer products, parallel over heads only).
+// tile) in order, key tiles outside, each computed once and added to both kinds of exits (as
+// PyTorch's CPU backward: fewer products, parallel over heads only).
 enum class backward_order { by_query, by_key, sweep };
 
 struct backward_pass {
@@ -48,10 +48,10 @@ struct backward_pass {
   std::vector<Halide::Func> offset_sums;
   // Computed per tile: copies of the pair values, (kv, q, lead..., batch), 0 outside the queries
   // and keys, for pair nodes whose own tile Func is not 0 there; then each exit's product of the
-  // pair values with its other operand, (d, i, kt, qt,
-  // lead..., batch): i a row of query tile qt (row exits) or of key tile kt (column exits). A
-  // sweep has one product for all its exits, (d, i, slot, kt, qt, lead..., batch), computed a
-  // register tile of one slot at a time where the sweep adds it.
+  // pair values with its other operand, (d, i, kt, qt, lead..., batch): i a row of query tile qt
+  // (row exits) or of key tile kt (column exits). A sweep has one product for all its exits,
+  // (d, i, slot, kt, qt, lead..., batch), computed a register tile of one slot at a time where
+  // the sweep adds it.
   std::vector<Halide::Func> values, products;
   std::vector<Halide::RDom> contracted;  // each product's reduction over the tile's other dim
   std::vector<Halide::Func> finite;      // weighted exits: () their other operands are all finite; else undefined
