@@ -83,12 +83,16 @@ flash_schedule default_flash_schedule(std::int64_t nq, std::int64_t nk, std::int
   // of exactly those rows; six rows for one query were 1.3x slower (S = 8192, build/bench/decoding).
   if (nq > 0 && nq < s.q_unroll) s.q_tile = s.q_unroll = static_cast<int>(nq);
   // The fused backward's square tiles: a whole number of register tiles of rows (q_unroll) and an
-  // even number of vectors, so that its products keep q_unroll rows and two vectors of keys or more
-  // (a tile of 128 left them 4 rows: 10-15% slower at Dh = 128 on AVX-512 and AVX2; at Dh = 64
-  // within 5% either way, the last tile's waste at T = 1024 against the fuller register tiles);
-  // the largest such up to 128: 96.
+  // even number of vectors, so that its products keep q_unroll rows and two vectors of keys or
+  // more; the largest such up to 128: 96. With 16-float vectors, where lengths known when compiling
+  // are padded less by tiles of 128 (powers of two): 128, as the pairs saved outweigh its products'
+  // register tiles of 4 rows (full attention, T = 1024: 4-8% faster, 2048: 5%; at T = 960, 17%
+  // slower); with 8-float vectors they do not (5-6% slower at T = 1024 and 2048).
   const int whole = std::lcm(s.q_unroll, 2 * vector);
   s.backward_q_tile = std::max(1, 128 / whole) * whole;
+  const auto padded = [](std::int64_t n, std::int64_t tile) { return (n + tile - 1) / tile * tile; };
+  if (vector >= 16 && nq > 0 && nk > 0 && padded(nq, 128) * padded(nk, 128) < padded(nq, s.backward_q_tile) * padded(nk, s.backward_q_tile))
+    s.backward_q_tile = 128;
   // Softmax passes over one register tile's rows while their scores are in L1 (~10% at T = 2048).
   s.row_block = s.q_unroll;
   if (dv_vectors * s.q_unroll > accumulators) {
