@@ -1,6 +1,7 @@
 #include "generators/cpu/flash_backward_cpu_schedule.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include "generators/cpu/fuse_loops.hpp"
 #include "generators/cpu/register_tile.hpp"
 
@@ -9,6 +10,10 @@ namespace attn::gen {
 using namespace Halide;
 
 namespace {
+
+// Bytes of a tile's buffers a thread's stack holds (threads have MiBs of stack: 8 MiB by default
+// on Linux).
+constexpr std::int64_t stack_budget = std::int64_t(512) << 10;
 
 void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedule& s) {
   const int v = s.vector;
@@ -82,6 +87,21 @@ void schedule_pass(const backward_funcs& b, backward_pass& p, const flash_schedu
     const LoopLevel rows_change = sweep && !o.query_rows ? LoopLevel(p.acc, p.r[3]) : tile;
     o.func.compute_at(rows_change).vectorize(o.func.args()[0], v, TailStrategy::GuardWithIf);
     never_partition(o.func);
+  }
+  // A tile's buffers (its pairs' values, the operands' rows) on the stack where they fit
+  // stack_budget together. On the heap, each tile mallocs and frees them (thousands of blocks a
+  // call), and glibc may return their pages to the system and fault them in again: at T = 1024,
+  // Dh = 128, ~20000 page faults a call and 1.7x slower where no larger block had raised glibc's
+  // trim threshold (an AOT kernel whose large blocks its allocator keeps: checked_call.c).
+  if (p.width_known > 0) {
+    const std::int64_t pair_bytes = std::int64_t(b.kv_tile) * b.q_tile * 4, row_bytes = std::int64_t(p.width_known) * 4;
+    std::int64_t bytes = pair_bytes * static_cast<std::int64_t>(p.pairwise.size() + p.values.size());
+    for (const backward_pass::operand& o : p.operands) bytes += row_bytes * (o.query_rows ? b.q_tile : b.kv_tile);
+    if (bytes <= stack_budget) {
+      for (stage& pw : p.pairwise) pw.func.store_in(MemoryType::Stack);
+      for (Func f : p.values) f.store_in(MemoryType::Stack);
+      for (backward_pass::operand& o : p.operands) o.func.store_in(MemoryType::Stack);
+    }
   }
   // The reductions' sums per tile: one serial pass over the tile's pairs (a fixed order), the
   // lanes innermost, so that consecutive keys add to different sums.
