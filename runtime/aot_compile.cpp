@@ -127,7 +127,10 @@ std::string abi_comment(const ir::graph& g, const options& o, const std::vector<
        " * and writes no output. Halide's errors while running (e.g. -11 out_of_memory) are returned the\n"
        " * same way: never printed, never aborting. At its first call the kernel installs an error\n"
        " * handler (halide_set_error_handler) that keeps attnforge kernels' errors and passes any other\n"
-       " * Halide code's to the handler installed before it; install yours before that call.\n"
+       " * Halide code's to the handler installed before it, and an allocator (halide_set_custom_malloc,\n"
+       " * _free) that keeps attnforge calls' blocks of 1 MiB and more for later calls (up to\n"
+       " * ATTN_SCRATCH_CACHE bytes, default 512 MiB) and passes the rest to the one installed before;\n"
+       " * install yours before that call.\n"
        " * Thread-safe; threads: Halide's pool (HL_NUM_THREADS). No Halide or attnforge library is needed\n"
        " * at run time: this library carries Halide's runtime. */\n";
   return s.str();

@@ -4,6 +4,8 @@
 // block comes from mmap, and the page faults of touching it cost more than the work done on it
 // (multi-head attention with projections at T = 2048: 15-25% of the call, four 4 MiB products).
 // At most scratch_cache_limit() bytes are kept (limits.hpp); small blocks go straight to malloc.
+// A kernel built ahead of time keeps its blocks by the same rules, in the C of its entry point
+// (generators/aot/checked_call.c): its library carries no attnforge runtime.
 #include <cstddef>
 
 namespace attn::detail {

@@ -5,12 +5,16 @@
  * of its tensors, and the functions NAME and NAME_error. NAME checks each halide_buffer_t against
  * the table, as the JIT checks its tensor views (runtime/tensor_checks.cpp), then runs the pipeline,
  * NAME_unchecked, with a user_context through which Halide's own run-time errors (out of memory,
- * a device error) come back here instead of reaching a handler that prints and aborts. A call
- * that fails returns a negative halide_error_code_t, writes nothing to the outputs if a check
- * failed, and leaves its message for NAME_error.
+ * a device error) come back here instead of reaching a handler that prints and aborts, and through
+ * which the blocks of its intermediates are kept for the next call. A call that fails returns a
+ * negative halide_error_code_t, writes nothing to the outputs if a check failed, and leaves its
+ * message for NAME_error.
  *
- * Compiled with -ffreestanding and no header but <stdint.h>: a compiler for the kernel's target is
- * all it needs. Everything here is static, so any number of kernels link into one program. */
+ * Compiled with -ffreestanding and no header but <stddef.h> and <stdint.h>: a compiler for the
+ * kernel's target is all it needs. Everything here is static, so any number of kernels link into
+ * one program. */
+
+#include <stddef.h>
 
 /* Halide's codes (HalideRuntime.h, halide_error_code_t) for what the checks find. */
 enum {
@@ -381,10 +385,143 @@ static void attn_error_handler(void *user_context, const char *message) {
   else halide_default_error(user_context, message);
 }
 
-/* Installed once, at this library's first call (with a CUDA kernel's register limit); the handler it replaces (Halide's default, or one
- * the program installed) keeps receiving every error that is not an attnforge call's. Installing
- * once keeps the chain of handlers of several libraries free of cycles. */
-static void attn_install_error_handler(void) {
+/* ---- Memory for the call's intermediates ------------------------------------------------------ */
+
+/* Halide allocates a call's intermediates (a transposed copy of K, a backward's sums) through
+ * halide_malloc and frees them before the call returns. Freed to the C library, a block of a few
+ * MiB goes back to the system, and the next call faults its pages in again (a forward at T = 1024,
+ * Dh = 128: ~3000 faults a call, 10-20% of it). So an attnforge call's blocks of 1 MiB and more are
+ * kept when freed and handed to a later call that needs about as much, as the JIT keeps them
+ * (runtime/scratch_memory.hpp, whose rules these are: the JIT does not load this code): in steps of
+ * 64 KiB, the smallest kept block of at most twice the size, at most ATTN_SCRATCH_CACHE bytes kept
+ * (a size in bytes, optionally with K, M or G; 512 MiB if unset), the oldest dropped first.
+ * Such a block comes from the allocator installed before this library's (Halide's default, or the
+ * program's) with a NULL user_context, which the allocators of a chain of attnforge libraries pass
+ * on to the first that is not one; the library that lends it to a call lists it, and a free of a
+ * block it did not lend goes on to the free installed before (down a chain, to the one that lent
+ * it). Every other block, small or of other Halide code, is the allocator's installed before. */
+
+typedef void *(*attn_malloc_t)(void *user_context, size_t bytes);
+typedef void (*attn_free_t)(void *user_context, void *block);
+extern attn_malloc_t halide_set_custom_malloc(attn_malloc_t handler); /* Halide's runtime, in this library */
+extern attn_free_t halide_set_custom_free(attn_free_t handler);
+struct halide_mutex {
+  uintptr_t _private[1];
+};
+extern void halide_mutex_lock(struct halide_mutex *mutex);
+extern void halide_mutex_unlock(struct halide_mutex *mutex);
+extern char *getenv(const char *name);
+
+enum { attn_kept_most = 16, attn_lent_most = 64 };
+#define ATTN_LARGE_BLOCK ((size_t)1 << 20)
+#define ATTN_LARGE_STEP ((size_t)1 << 16)
+
+struct attn_block {
+  void *base; /* 0: an empty slot */
+  size_t capacity;
+};
+
+static attn_malloc_t attn_previous_malloc;
+static attn_free_t attn_previous_free;
+static size_t attn_kept_limit;
+/* Under attn_blocks_mutex; a lent block's base is also read without it (atomically), by frees
+ * looking for their block. */
+static struct halide_mutex attn_blocks_mutex;
+static struct attn_block attn_kept[attn_kept_most]; /* oldest first */
+static int attn_kept_count;
+static size_t attn_kept_bytes;
+static struct attn_block attn_lent[attn_lent_most];
+
+static int attn_is_call(void *user_context) {
+  return user_context != 0 && ((struct attn_call *)user_context)->magic == ATTN_CALL_MAGIC;
+}
+
+/* ATTN_SCRATCH_CACHE as runtime/environment.cpp reads it; 512 MiB if unset or not a size. */
+static size_t attn_scratch_limit(void) {
+  const size_t fallback = (size_t)512 << 20, largest = (size_t)-1 >> 1;
+  const char *s = getenv("ATTN_SCRATCH_CACHE");
+  size_t n = 0;
+  int digits = 0, shift;
+  if (s == 0) return fallback;
+  for (; *s >= '0' && *s <= '9'; ++s, ++digits) {
+    if (n > (largest - (size_t)(*s - '0')) / 10) return fallback;
+    n = n * 10 + (size_t)(*s - '0');
+  }
+  if (digits == 0) return fallback;
+  if (*s == 0) return n;
+  shift = *s == 'K' ? 10 : *s == 'M' ? 20 : *s == 'G' ? 30 : 0;
+  if (shift == 0 || s[1] != 0 || n > (largest >> shift)) return fallback;
+  return n << shift;
+}
+
+/* The kept block at i, taken out of the list. Under the mutex. */
+static struct attn_block attn_unkeep(int i) {
+  const struct attn_block b = attn_kept[i];
+  attn_kept_bytes -= b.capacity;
+  for (; i + 1 < attn_kept_count; ++i) attn_kept[i] = attn_kept[i + 1];
+  --attn_kept_count;
+  return b;
+}
+
+static void *attn_malloc(void *user_context, size_t bytes) {
+  const attn_malloc_t previous = __atomic_load_n(&attn_previous_malloc, __ATOMIC_ACQUIRE);
+  struct attn_block b = {0, 0};
+  int slot = -1, best = -1, i;
+  if (!attn_is_call(user_context) || bytes < ATTN_LARGE_BLOCK || bytes > (size_t)-1 - ATTN_LARGE_STEP)
+    return previous(user_context, bytes);
+  b.capacity = (bytes + ATTN_LARGE_STEP - 1) / ATTN_LARGE_STEP * ATTN_LARGE_STEP;
+  halide_mutex_lock(&attn_blocks_mutex);
+  for (i = 0; i < attn_lent_most && slot < 0; ++i)
+    if (attn_lent[i].base == 0) slot = i;
+  for (i = 0; i < attn_kept_count && slot >= 0; ++i)
+    if (attn_kept[i].capacity >= b.capacity && attn_kept[i].capacity / 2 <= b.capacity &&
+        (best < 0 || attn_kept[i].capacity < attn_kept[best].capacity))
+      best = i;
+  if (best >= 0) b = attn_unkeep(best);
+  else if (slot >= 0) b.base = previous(0, b.capacity);
+  if (b.base != 0 && slot >= 0) {
+    attn_lent[slot].capacity = b.capacity;
+    __atomic_store_n(&attn_lent[slot].base, b.base, __ATOMIC_RELEASE);
+  }
+  halide_mutex_unlock(&attn_blocks_mutex);
+  /* Every slot taken (calls on as many threads): an unlisted block, freed as it came. */
+  return slot >= 0 ? b.base : previous(user_context, bytes);
+}
+
+/* A lent block is kept, the oldest kept ones dropped past the limit or the list's length (a block
+ * alone past the limit: freed). */
+static void attn_free(void *user_context, void *block) {
+  const attn_free_t previous = __atomic_load_n(&attn_previous_free, __ATOMIC_ACQUIRE);
+  struct attn_block b, dropped[attn_kept_most];
+  int slot = -1, n = 0, i;
+  if (block != 0 && attn_is_call(user_context))
+    for (i = 0; i < attn_lent_most && slot < 0; ++i)
+      if (__atomic_load_n(&attn_lent[i].base, __ATOMIC_ACQUIRE) == block) slot = i;
+  if (slot < 0) {
+    previous(user_context, block);
+    return;
+  }
+  halide_mutex_lock(&attn_blocks_mutex);
+  b = attn_lent[slot];
+  __atomic_store_n(&attn_lent[slot].base, (void *)0, __ATOMIC_RELEASE);
+  if (b.capacity > attn_kept_limit) {
+    dropped[n++] = b;
+  } else {
+    attn_kept[attn_kept_count++] = b;
+    attn_kept_bytes += b.capacity;
+    while (attn_kept_bytes > attn_kept_limit || attn_kept_count == attn_kept_most) dropped[n++] = attn_unkeep(0);
+  }
+  halide_mutex_unlock(&attn_blocks_mutex);
+  for (i = 0; i < n; ++i) previous(0, dropped[i].base);
+}
+
+/* ---- Installing the handlers ----------------------------------------------------------------- */
+
+/* Installed once, at this library's first call (with a CUDA kernel's register limit): the error
+ * handler and the allocator. The handlers they replace (Halide's defaults, or the program's) keep
+ * receiving everything that is not an attnforge call's. Installing once keeps the chains of
+ * handlers of several libraries free of cycles. */
+static void attn_install_handlers(void) {
   static int state; /* 0: not installed, 1: being installed, 2: installed */
   int expected = 0;
   if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2) return;
@@ -396,6 +533,9 @@ static void attn_install_error_handler(void) {
     setenv("HL_CUDA_JIT_MAX_REGISTERS", ATTN_CUDA_REGISTERS, 0);
 #endif
     __atomic_store_n(&attn_previous_handler, halide_set_error_handler(attn_error_handler), __ATOMIC_RELEASE);
+    attn_kept_limit = attn_scratch_limit();
+    __atomic_store_n(&attn_previous_free, halide_set_custom_free(attn_free), __ATOMIC_RELEASE);
+    __atomic_store_n(&attn_previous_malloc, halide_set_custom_malloc(attn_malloc), __ATOMIC_RELEASE);
     __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
   }
   while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2) {
@@ -416,7 +556,7 @@ static int attn_checked_call(const struct attn_kernel_spec *k, struct halide_buf
   int code;
   attn_last_message[0] = 0;
   if ((code = attn_check(&m, k, (struct attn_halide_buffer *const *)buffers)) != 0) return code;
-  attn_install_error_handler();
+  attn_install_handlers();
   call.magic = ATTN_CALL_MAGIC;
   call.reported = 0;
   call.message[0] = 0;
